@@ -1,0 +1,198 @@
+"""Comparison and process helpers shared by the tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import psutil
+
+# ---------------------------------------------------------------------------- comparisons
+
+
+def assert_tree_equal(actual: Any, expected: Any, path: str = "") -> None:
+    """Assert two nested dict/tuple/array/scalar structures are bit-identical.
+
+    Arrays must agree in type, dtype, shape and every element (object arrays are
+    compared element by element); dict keys must match exactly; scalars must have the
+    same type and value.
+    """
+    where = path or "<root>"
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{where}: expected a dict, got {type(actual).__name__}"
+        assert set(actual) == set(expected), f"{where}: keys {sorted(actual)} != {sorted(expected)}"
+        for key in expected:
+            assert_tree_equal(actual[key], expected[key], f"{path}[{key!r}]")
+        return
+    if isinstance(expected, tuple):
+        assert isinstance(actual, tuple), f"{where}: expected a tuple, got {type(actual).__name__}"
+        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_tree_equal(a, e, f"{path}[{i}]")
+        return
+    assert type(actual) is type(expected), f"{where}: type {type(actual)} != {type(expected)}"
+    if isinstance(expected, np.ndarray):
+        assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
+        assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != {expected.shape}"
+        if expected.dtype == object:
+            for index in np.ndindex(expected.shape):
+                assert_tree_equal(actual[index], expected[index], f"{path}{list(index)}")
+        else:
+            assert np.array_equal(actual, expected, equal_nan=expected.dtype.kind in "fc"), (
+                f"{where}: values differ\n{actual!r}\n!=\n{expected!r}"
+            )
+        return
+    if isinstance(expected, float) and np.isnan(expected):
+        assert np.isnan(actual), f"{where}: {actual!r} != nan"
+        return
+    assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def assert_step_equal(actual: tuple, expected: tuple, what: str) -> None:
+    """Compare two ``(obs, reward, terminated, truncated, info)`` step results."""
+    names = ("obs", "reward", "terminated", "truncated", "info")
+    assert len(actual) == len(expected) == 5
+    for name, a, e in zip(names, actual, expected, strict=True):
+        assert_tree_equal(a, e, f"{what}.{name}")
+
+
+def tree_leaves(tree: Any) -> list[np.ndarray]:
+    if isinstance(tree, dict):
+        return [leaf for key in tree for leaf in tree_leaves(tree[key])]
+    if isinstance(tree, tuple):
+        return [leaf for part in tree for leaf in tree_leaves(part)]
+    return [tree]
+
+
+def tree_row(tree: Any, row: int) -> Any:
+    """Row ``row`` of every array of a batched (nested) observation."""
+    if isinstance(tree, dict):
+        return {key: tree_row(value, row) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(tree_row(part, row) for part in tree)
+    return tree[row]
+
+
+def info_row(infos: dict[str, Any], row: int, skip: Iterable[str] = ("env_id",)) -> dict[str, Any]:
+    """The single-env info of batch position ``row`` from gymnasium's vector infos.
+
+    Keys whose ``_key`` mask is False at ``row`` are left out, so the result can be
+    compared with the info of another vector env at another batch position.
+    """
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key in skip or (key.startswith("_") and key[1:] in infos):
+            continue
+        mask = infos.get(f"_{key}")
+        assert mask is not None, f"info key {key!r} has no mask '_{key}'"
+        if not mask[row]:
+            continue
+        out[key] = info_row(value, row, ()) if isinstance(value, dict) else value[row]
+    return out
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def descendants(pid: int | None = None) -> list[psutil.Process]:
+    """Live descendants of ``pid`` (default: this process)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def is_gone(proc: psutil.Process) -> bool:
+    """True once ``proc`` has exited (a zombie counts as exited)."""
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process in ``procs`` has exited; return those still alive."""
+    procs = list(procs)
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in procs if not is_gone(p)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def kill_all(procs: Iterable[psutil.Process]) -> None:
+    """SIGKILL the given processes (psutil refuses if a pid was reused) and reap children."""
+    procs = [p for p in procs if not is_gone(p)]  # zombies are dead already; waiting on them is slow
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    wait_gone(procs, timeout=3)
+
+
+def describe(procs: Iterable[psutil.Process]) -> list[str]:
+    out = []
+    for proc in procs:
+        try:
+            out.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+        except psutil.Error:
+            out.append(f"{proc.pid} <gone>")
+    return out
+
+
+# ---------------------------------------------------------------------------- /dev/shm
+
+SHM_DIR = "/dev/shm"
+SHM_PATTERN = re.compile(r"ViZDoom|vecfast|psm_|wnsm_")
+
+
+def shm_entries() -> set[str]:
+    """Names in /dev/shm that vecfast, multiprocessing or VizDoom could leave behind."""
+    try:
+        return {name for name in os.listdir(SHM_DIR) if SHM_PATTERN.search(name)}
+    except FileNotFoundError:
+        return set()
+
+
+def vizdoom_instance_id(proc: psutil.Process) -> str | None:
+    """The ``+viz_instance_id`` of a VizDoom game process (it names its /dev/shm entries)."""
+    try:
+        cmd = proc.cmdline()
+    except psutil.Error:
+        return None
+    if "+viz_instance_id" in cmd:
+        i = cmd.index("+viz_instance_id")
+        return cmd[i + 1] if i + 1 < len(cmd) else None
+    return None
+
+
+def shm_files_used_by(procs: Iterable[psutil.Process]) -> set[str]:
+    """Matching /dev/shm names that ``procs`` map or hold open (or that VizDoom names after them)."""
+    names: set[str] = set()
+    for proc in procs:
+        instance = vizdoom_instance_id(proc)
+        if instance is not None:
+            names.update(f"ViZDoom{kind}{instance}" for kind in ("SM", "MQCtr", "MQDoom"))
+        try:
+            paths = [m.path for m in proc.memory_maps(grouped=False)]
+            paths += [f.path for f in proc.open_files()]
+        except psutil.Error:
+            continue
+        for path in paths:
+            path = path.removesuffix(" (deleted)")
+            if path.startswith(SHM_DIR + "/"):
+                name = path[len(SHM_DIR) + 1 :]
+                if SHM_PATTERN.search(name):
+                    names.add(name)
+    return names
+
+
+def unlink_shm(names: Iterable[str]) -> None:
+    for name in names:
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            os.unlink(os.path.join(SHM_DIR, name))

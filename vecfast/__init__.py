@@ -1,0 +1,7 @@
+"""vecfast: fast, Gymnasium-compatible vectorised environments with pluggable trainers."""
+
+from vecfast.vector import AsyncSharedMemVectorEnv
+from vecfast.vector.make import make_vec
+
+__version__ = "0.1.0"
+__all__ = ["AsyncSharedMemVectorEnv", "__version__", "make_vec"]

@@ -1,0 +1,422 @@
+"""Env-step throughput of vecfast against the usual vector-env backends.
+
+Every backend is measured the same way so that the numbers are comparable:
+build it, pre-sample a pool of random action batches (sampling must not be
+timed), warm up, then count env steps (batch steps x envs in the batch) for a
+fixed wall time, and close it whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import importlib.util
+import itertools
+import multiprocessing
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector.utils import batch_space
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+from rich.table import Table
+
+StepFn = Callable[[], int]
+"""Performs one batch step and returns how many env steps it did."""
+
+ACTION_POOL_SIZE = 64
+_TICK_S = 0.1  # how often the timing loop reports progress; rarely, to stay cheap
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to benchmark; shared by every backend so that they run the same envs."""
+
+    env_id: str
+    num_envs: int
+    num_workers: int
+    seconds: float = 10.0
+    warmup: float = 1.0
+    seed: int = 0
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def make_id(self) -> str:
+        """The id for ``gym.make``, qualified so that it also resolves in spawned workers.
+
+        VizDoom registers its ids on ``import vizdoom.gymnasium_wrapper``; a worker
+        started with spawn/forkserver (SB3's default) has not imported it, but
+        gymnasium imports ``module`` itself for ``module:EnvId`` ids.
+        """
+        if ":" not in self.env_id and self.env_id.startswith("Vizdoom"):
+            return f"vizdoom.gymnasium_wrapper:{self.env_id}"
+        return self.env_id
+
+    @property
+    def bare_id(self) -> str:
+        """The id without its ``module:`` prefix (what other libraries call it)."""
+        return self.env_id.rpartition(":")[2]
+
+    def make_env(self) -> gym.Env:
+        """One env in this process."""
+        return gym.make(self.make_id, **self.env_kwargs)
+
+    def env_fns(self) -> list[Callable[[], gym.Env]]:
+        """Picklable env constructors, so that subprocess backends can use any start method."""
+        return [functools.partial(gym.make, self.make_id, **self.env_kwargs)] * self.num_envs
+
+
+def default_num_workers(num_envs: int) -> int:
+    """One worker per core, but never more workers than envs."""
+    return max(1, min(os.cpu_count() or 1, num_envs))
+
+
+# --- backends ---------------------------------------------------------------
+# Each is a context manager yielding a StepFn and closing the env on exit.
+
+
+def _action_cycle(space: gym.Space, seed: int) -> Iterator[Any]:
+    """Endless cycle over pre-sampled actions, so that sampling stays out of the timing."""
+    space.seed(seed)
+    return itertools.cycle([space.sample() for _ in range(ACTION_POOL_SIZE)])
+
+
+def _batch_stepper(env: Any, action_space: gym.Space, num_envs: int, seed: int) -> StepFn:
+    """StepFn for any env whose ``step`` takes a full batch of actions."""
+    actions = _action_cycle(action_space, seed)
+
+    def step() -> int:
+        env.step(next(actions))
+        return num_envs
+
+    return step
+
+
+@contextlib.contextmanager
+def _single(cfg: BenchConfig) -> Iterator[StepFn]:
+    """One env in this process: the per-core cost that bounds every parallel backend."""
+    with contextlib.closing(cfg.make_env()) as env:
+        env.reset(seed=cfg.seed)
+        actions = _action_cycle(env.action_space, cfg.seed)
+
+        def step() -> int:
+            _, _, terminated, truncated, _ = env.step(next(actions))
+            if terminated or truncated:
+                env.reset()
+            return 1
+
+        yield step
+
+
+@contextlib.contextmanager
+def _gym_vector_env(
+    cfg: BenchConfig, make: Callable[[list[Callable[[], gym.Env]]], gym.vector.VectorEnv]
+) -> Iterator[StepFn]:
+    """Any ``gymnasium.vector.VectorEnv``; these autoreset, so stepping is all there is."""
+    with contextlib.closing(make(cfg.env_fns())) as env:
+        env.reset(seed=cfg.seed)
+        yield _batch_stepper(env, env.action_space, env.num_envs, cfg.seed)
+
+
+def _gym_sync(cfg: BenchConfig) -> contextlib.AbstractContextManager[StepFn]:
+    return _gym_vector_env(cfg, gym.vector.SyncVectorEnv)
+
+
+def _gym_async(cfg: BenchConfig) -> contextlib.AbstractContextManager[StepFn]:
+    return _gym_vector_env(cfg, functools.partial(gym.vector.AsyncVectorEnv, shared_memory=True))
+
+
+def _vecfast(cfg: BenchConfig) -> contextlib.AbstractContextManager[StepFn]:
+    from vecfast import AsyncSharedMemVectorEnv
+
+    return _gym_vector_env(cfg, functools.partial(AsyncSharedMemVectorEnv, num_workers=cfg.num_workers))
+
+
+@contextlib.contextmanager
+def _vecfast_async(cfg: BenchConfig) -> Iterator[StepFn]:
+    """Sample Factory double buffering: one half steps in the workers while the caller acts on the other."""
+    from vecfast import AsyncSharedMemVectorEnv
+
+    half = max(1, cfg.num_envs // 2)
+    env = AsyncSharedMemVectorEnv(cfg.env_fns(), num_workers=cfg.num_workers, double_buffered=True, batch_size=half)
+    with contextlib.closing(env):
+        env.async_reset(seed=cfg.seed)
+        actions = _action_cycle(batch_space(env.single_action_space, half), cfg.seed)
+
+        def step() -> int:
+            *_, info = env.recv()
+            env_ids = info["env_id"]
+            env.send(next(actions), env_ids)
+            return len(env_ids)
+
+        yield step
+
+
+@contextlib.contextmanager
+def _sb3(cfg: BenchConfig) -> Iterator[StepFn]:
+    """SB3's SubprocVecEnv, started with fork where there is one.
+
+    Its default, forkserver, has every worker import torch anew (about 1 s of CPU
+    each: over a minute for 64 envs on 2 cores); the start method does not change
+    the stepping that is timed.
+    """
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    start_method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    with contextlib.closing(SubprocVecEnv(cfg.env_fns(), start_method=start_method)) as env:
+        env.seed(cfg.seed)
+        env.reset()
+        yield _batch_stepper(env, batch_space(env.action_space, cfg.num_envs), cfg.num_envs, cfg.seed)
+
+
+@contextlib.contextmanager
+def _envpool(cfg: BenchConfig) -> Iterator[StepFn]:
+    import envpool
+
+    env = envpool.make_gymnasium(cfg.bare_id, num_envs=cfg.num_envs, seed=cfg.seed)
+    with contextlib.closing(env):
+        env.reset()
+        yield _batch_stepper(env, batch_space(env.action_space, cfg.num_envs), cfg.num_envs, cfg.seed)
+
+
+def _installed(module: str) -> Callable[[BenchConfig], str | None]:
+    return lambda cfg: None if importlib.util.find_spec(module) else f"{module} not installed"
+
+
+def _envpool_unavailable(cfg: BenchConfig) -> str | None:
+    if importlib.util.find_spec("envpool") is None:
+        return "envpool not installed"
+    if cfg.env_kwargs:
+        return "gymnasium env kwargs do not carry over to EnvPool"
+    import envpool
+
+    return None if cfg.bare_id in envpool.list_all_envs() else "env not in EnvPool"
+
+
+@dataclass(frozen=True)
+class Backend:
+    label: str
+    run: Callable[[BenchConfig], contextlib.AbstractContextManager[StepFn]]
+    unavailable: Callable[[BenchConfig], str | None] = lambda cfg: None
+    """Why the backend cannot run here (it is then reported as n/a), or None."""
+
+
+BACKENDS: dict[str, Backend] = {
+    "single": Backend("single env", _single),
+    "sync": Backend("gym SyncVectorEnv", _gym_sync),
+    "async": Backend("gym AsyncVectorEnv", _gym_async),
+    "sb3": Backend("SB3 SubprocVecEnv", _sb3, _installed("stable_baselines3")),
+    "envpool": Backend("EnvPool", _envpool, _envpool_unavailable),
+    "vecfast": Backend("vecfast step()", _vecfast),
+    "vecfast-async": Backend("vecfast async, 2 buffers", _vecfast_async),
+}
+
+
+# --- timing -----------------------------------------------------------------
+
+
+def _run_for(step: StepFn, seconds: float, on_tick: Callable[[float, int], None]) -> tuple[int, float]:
+    """Step for at least ``seconds``; return (env steps, elapsed s), reporting every tick."""
+    steps = 0
+    start = last_tick = time.perf_counter()
+    while True:
+        steps += step()
+        now = time.perf_counter()
+        if now - last_tick >= _TICK_S:
+            on_tick(now - start, steps)
+            last_tick = now
+        if now - start >= seconds:
+            return steps, now - start
+
+
+def measure(
+    backend: Backend, cfg: BenchConfig, on_tick: Callable[[float, float | None], None] = lambda t, r: None
+) -> float:
+    """Steps/s of one backend after warm-up; ``on_tick(seconds done, steps/s or None)``."""
+    with backend.run(cfg) as step:
+        _run_for(step, cfg.warmup, lambda t, _: on_tick(t, None))
+        steps, elapsed = _run_for(step, cfg.seconds, lambda t, n: on_tick(cfg.warmup + t, n / t))
+    return steps / elapsed
+
+
+@contextlib.contextmanager
+def _scratch_cwd() -> Iterator[str]:
+    """Run in a fresh temporary directory.
+
+    VizDoom writes ``./_vizdoom/`` and ``./_vizdoom.ini`` into the cwd, and games
+    starting at the same moment race on creating that directory; a private cwd
+    keeps the user's directory clean and isolates concurrent benchmarks.
+    """
+    old = os.getcwd()
+    path = tempfile.mkdtemp(prefix="vecfast-bench-")
+    os.chdir(path)
+    try:
+        yield path
+    finally:
+        os.chdir(old)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class EnvSetupError(RuntimeError):
+    """The env cannot even be made once in this process (bad id or kwargs): nothing to measure."""
+
+
+def _probe(cfg: BenchConfig) -> None:
+    """Make, reset and close one env: fails fast on a bad id before spawning N processes.
+
+    It also lets the env create its files in the cwd (VizDoom's ``_vizdoom/``)
+    before parallel copies race on them.
+    """
+    try:
+        with contextlib.closing(cfg.make_env()) as env:
+            env.reset(seed=cfg.seed)
+    except Exception as exc:
+        raise EnvSetupError(f"cannot make {cfg.env_id!r}: {type(exc).__name__}: {exc}") from exc
+
+
+# --- results ----------------------------------------------------------------
+
+BASELINES = {"limit": "physical", "async": "async", "sync": "sync"}
+"""Ratio columns: header -> backend (``physical`` is single x num_workers)."""
+
+
+@dataclass
+class BenchReport:
+    config: BenchConfig
+    steps_per_sec: dict[str, float | None]
+    """Per backend; None where it was n/a or failed."""
+    errors: dict[str, str] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=lambda: _host_info())
+    """Taken when the run starts: its load average says whether others competed for the CPUs."""
+
+    def rate(self, name: str) -> float | None:
+        if name == "physical":
+            single = self.steps_per_sec.get("single")
+            return None if single is None else single * self.config.num_workers
+        return self.steps_per_sec.get(name)
+
+    def ratio(self, name: str, baseline: str) -> float | None:
+        rate, base = self.rate(name), self.rate(baseline)
+        return None if rate is None or not base else rate / base
+
+    def rows(self) -> list[str]:
+        """Backends in table order, with the derived physical limit after the single env."""
+        names = list(self.steps_per_sec)
+        if "single" in names:
+            names.insert(names.index("single") + 1, "physical")
+        return names
+
+    def label(self, name: str) -> str:
+        if name == "physical":
+            return f"physical limit (x{self.config.num_workers})"
+        return BACKENDS[name].label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": asdict(self.config),
+            "host": self.host,
+            "results": [
+                {
+                    "backend": name,
+                    "label": self.label(name),
+                    "steps_per_sec": self.rate(name),
+                    **{f"vs_{b}": self.ratio(name, b) for b in BASELINES.values()},
+                    "error": self.errors.get(name),
+                }
+                for name in self.rows()
+            ],
+        }
+
+
+def _host_info() -> dict[str, Any]:
+    versions = {}
+    for dist in ("vecfast", "gymnasium", "numpy", "stable-baselines3", "envpool", "vizdoom"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[dist] = importlib.metadata.version(dist)
+    return {
+        "cpu_count": os.cpu_count(),
+        "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+    }
+
+
+def render_table(report: BenchReport) -> Table:
+    cfg = report.config
+    table = Table(
+        title=f"{cfg.env_id}: {cfg.num_envs} envs, {cfg.num_workers} workers, {cfg.seconds:g} s each",
+        caption=f"limit = single env x {cfg.num_workers}; async, sync = gymnasium's",
+    )
+    table.add_column("backend")
+    table.add_column("steps/s", justify="right")
+    for header in BASELINES:
+        table.add_column(f"vs {header}", justify="right")
+    for name in report.rows():
+        rate = "[red]error[/red]" if name in report.errors else _fmt(report.rate(name), "{:,.0f}")
+        ratios = [_fmt(report.ratio(name, b), "{:.2f}x") for b in BASELINES.values()]
+        table.add_row(report.label(name), rate, *ratios, style="italic dim" if name == "physical" else None)
+    return table
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else spec.format(value)
+
+
+# --- driver -----------------------------------------------------------------
+
+
+def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | None = None) -> BenchReport:
+    """Measure ``backends`` (names from BACKENDS) one after another, with a progress bar.
+
+    A backend that raises is reported as failed instead of losing the others' results.
+    """
+    unknown = set(backends) - BACKENDS.keys()
+    if unknown:
+        raise ValueError(f"unknown backends {sorted(unknown)}; choose from {list(BACKENDS)}")
+    backends = [name for name in BACKENDS if name in backends]  # same row order in every table
+    report = BenchReport(cfg, {})
+    total = cfg.warmup + cfg.seconds
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description:<25}"),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+    )
+    with _scratch_cwd(), Progress(*columns, console=console) as progress:
+        load = report.host["load_avg_1m"]
+        if load is not None and load > 1.0:
+            progress.console.print(f"[yellow]note: load average {load:.1f}: other processes will skew the results")
+        _probe(cfg)
+        tasks = {name: progress.add_task(BACKENDS[name].label, total=total, status="[dim]waiting") for name in backends}
+        for name, task in tasks.items():
+            backend = BACKENDS[name]
+            report.steps_per_sec[name] = None
+            reason = backend.unavailable(cfg)
+            if reason is not None:
+                progress.update(task, completed=total, status=f"[dim]n/a ({reason})")
+                continue
+            progress.update(task, status="starting")
+
+            def on_tick(done: float, rate: float | None, task: Any = task) -> None:
+                status = "warming up" if rate is None else f"{rate:,.0f} steps/s"
+                progress.update(task, completed=done, status=status)
+
+            try:
+                rate = measure(backend, cfg, on_tick)
+            except Exception as exc:  # keep the other backends' results
+                report.errors[name] = f"{type(exc).__name__}: {exc}"
+                progress.update(task, completed=total, status=f"[red]failed: {escape(report.errors[name])}")
+                continue
+            report.steps_per_sec[name] = rate
+            progress.update(task, completed=total, status=f"[green]{rate:,.0f} steps/s")
+    return report

@@ -1,0 +1,1 @@
+"""Environments: VizDoom scenarios, batched navigation, multiplayer Doom (see the issues)."""

@@ -1,0 +1,1 @@
+"""Multi-agent envs (PettingZoo multiplayer Doom) and many matches as one vector env."""

@@ -1,0 +1,1 @@
+"""Built-in trainers (APPO, PPO, DD-PPO) behind one small protocol."""

@@ -1,0 +1,1 @@
+"""Batched vector-env wrappers and adapters for other libraries (Stable-Baselines3)."""
