@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import psutil
 from gymnasium.vector.utils import batch_space
 from rich.console import Console
 from rich.markup import escape
@@ -296,7 +297,7 @@ class BenchReport:
     """Per backend; None where it was n/a or failed."""
     errors: dict[str, str] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=lambda: _host_info())
-    """Taken when the run starts: its load average says whether others competed for the CPUs."""
+    """Taken when the run starts: ``cpu_busy_pct`` says whether others competed for the CPUs."""
 
     def rate(self, name: str) -> float | None:
         if name == "physical":
@@ -344,7 +345,7 @@ def _host_info() -> dict[str, Any]:
             versions[dist] = importlib.metadata.version(dist)
     return {
         "cpu_count": os.cpu_count(),
-        "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "cpu_busy_pct": psutil.cpu_percent(interval=0.5),  # others' load: this process sleeps meanwhile
         "python": platform.python_version(),
         "platform": platform.platform(),
         "versions": versions,
@@ -393,9 +394,11 @@ def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | 
         TextColumn("{task.fields[status]}"),
     )
     with _scratch_cwd(), Progress(*columns, console=console) as progress:
-        load = report.host["load_avg_1m"]
-        if load is not None and load > 1.0:
-            progress.console.print(f"[yellow]note: load average {load:.1f}: other processes will skew the results")
+        busy = report.host["cpu_busy_pct"]
+        if busy > 20:
+            progress.console.print(
+                f"[yellow]note: the CPUs were {busy:.0f}% busy before the start: results will be skewed"
+            )
         _probe(cfg)
         tasks = {name: progress.add_task(BACKENDS[name].label, total=total, status="[dim]waiting") for name in backends}
         for name, task in tasks.items():

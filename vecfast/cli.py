@@ -27,11 +27,11 @@ def _json_object(value: str) -> dict[str, Any]:
     return obj
 
 
-def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+def _positive(kind: Callable[[str], Any], zero_ok: bool = False) -> Callable[[str], Any]:
     def parse(value: str) -> Any:
         number = kind(value)
-        if number <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+        if number < 0 or (number == 0 and not zero_ok):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if zero_ok else '>'} 0, got {value}")
         return number
 
     return parse
@@ -51,7 +51,12 @@ def _add_bench(subparsers: Any) -> None:
         "--num-workers", type=_positive(int), help="vecfast worker processes (default: min(cpu count, num envs))"
     )
     parser.add_argument("--seconds", type=_positive(float), default=10.0, help="timed seconds per backend (default 10)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="untimed seconds per backend first (default 1)")
+    parser.add_argument(
+        "--warmup",
+        type=_positive(float, zero_ok=True),
+        default=1.0,
+        help="untimed seconds per backend first (default 1)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions (default 0)")
     parser.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gymnasium.make")
     parser.add_argument("--only", type=_csv, metavar="A,B", help=f"backends to run, from: {','.join(BACKENDS)}")

@@ -133,7 +133,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         double_buffered: bool = True,
         batch_size: int | None = None,
         step_timeout: float | None = None,
-        spin_us: float = 100.0,
+        spin_us: float = 200.0,
         close_timeout: float = 10.0,
     ) -> None:
         self.num_envs = num_envs = len(env_fns)
@@ -202,6 +202,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._env_worker = np.repeat(np.arange(num_workers), sizes)
         self._env_local = np.concatenate([np.arange(s) for s in sizes])
         self._all_ids = np.arange(num_envs)
+        self._all_ids_list = self._all_ids.tolist()
         # Double-buffer group of each env: envs of one job share a key.
         self._group_key = np.concatenate(
             [w.index * 2 + np.repeat(np.arange(len(w.groups)), [len(g) for g in w.groups]) for w in self._workers]
@@ -387,7 +388,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         ids = self._all_ids if env_ids is None else np.asarray(env_ids)
         if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) == 0:
             raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
-        if ids.min() < 0 or ids.max() >= self.num_envs or len(np.unique(ids)) != len(ids):
+        if ids.min() < 0 or ids.max() >= self.num_envs or np.count_nonzero(np.bincount(ids)) != len(ids):
             raise ValueError(f"env_ids must be distinct env indices in [0, {self.num_envs}), got {ids.tolist()}")
         if self._pending[ids].any():
             raise AlreadyPendingCallError(
@@ -506,11 +507,16 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         """
         keys = self._group_key[ids] if split else self._env_worker[ids] * 2
         order = np.argsort(keys, kind="stable")
-        ids, keys = ids[order], keys[order]
-        starts = np.flatnonzero(np.diff(keys)) + 1
+        sorted_ids = ids[order]
+        counts = np.bincount(keys, minlength=2 * len(self._workers)).tolist()
         if countdown:
-            self._start_countdown(len(starts) + 1)
-        for job_ids, key in zip(np.split(ids, starts), keys[np.r_[0, starts]].tolist(), strict=True):
+            self._start_countdown(len(counts) - counts.count(0))
+        end = 0
+        for key, count in enumerate(counts):
+            if count == 0:
+                continue
+            job_ids = sorted_ids[end : end + count]
+            end += count
             w = self._workers[key // 2]
             local = job_ids - w.offset
             if payload is not None:
@@ -559,6 +565,11 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         # Workers keep writing statuses; a snapshot is consistent because only the owner
         # sets a non-zero status back to zero.
         snapshot = self._status.copy()
+        if not self._ready and (snapshot == _READY).all():  # step(): everything back, no infos
+            self._status[:] = 0
+            self._in_flight[:] = False
+            self._ready.extend(self._all_ids_list)
+            return
         done = snapshot.nonzero()[0]
         if done.size == 0:
             return
