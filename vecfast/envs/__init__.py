@@ -1,1 +1,5 @@
-"""Environments: VizDoom scenarios, batched navigation, multiplayer Doom (see the issues)."""
+"""Environments: VizDoom scenarios, batched navigation, multiplayer Doom."""
+
+from vecfast.envs.registration import register_envs
+
+register_envs()

@@ -60,7 +60,11 @@ def _unlink_vizdoom_ipc(instance_ids: set[str]) -> None:
 
 def kill_group(pgid: int, spare_pid: int | None = None, timeout: float = 3.0) -> None:
     """SIGKILL every process of group ``pgid`` (except ``spare_pid``) and clean their IPC."""
-    procs = [p for p in group_members(pgid) if p.pid != spare_pid]
+    kill_processes([p for p in group_members(pgid) if p.pid != spare_pid], timeout)
+
+
+def kill_processes(procs: list[psutil.Process], timeout: float = 3.0) -> None:
+    """SIGKILL these processes (psutil refuses a reused pid), wait, then unlink their IPC."""
     instance_ids = _vizdoom_instance_ids(procs)
     for proc in procs:
         with contextlib.suppress(psutil.Error):
