@@ -21,12 +21,19 @@ DOOM_SCENARIOS = {
 }
 
 
+# id -> full-game settings: vizdoom's multiplayer maps against its built-in bots
+DOOM_FULL_GAMES = {
+    "DoomDuelBots-v0": {"wad": "multi_duel.wad", "num_bots": 1},
+    "DoomDeathmatchBots-v0": {"wad": "multi_deathmatch.wad", "num_bots": 7},
+}
+
+
 def register_envs() -> None:
-    for env_id, scenario in DOOM_SCENARIOS.items():
+    entries = [
+        *((env_id, "scenario_env:DoomScenarioEnv", {"scenario": s}) for env_id, s in DOOM_SCENARIOS.items()),
+        *((env_id, "full_game_env:DoomFullGameEnv", kwargs) for env_id, kwargs in DOOM_FULL_GAMES.items()),
+    ]
+    for env_id, entry_point, kwargs in entries:
         full_id = f"vecfast/{env_id}"
         if full_id not in gymnasium.registry:
-            gymnasium.register(
-                full_id,
-                entry_point="vecfast.envs.doom.scenario_env:DoomScenarioEnv",
-                kwargs={"scenario": scenario},
-            )
+            gymnasium.register(full_id, entry_point=f"vecfast.envs.doom.{entry_point}", kwargs=kwargs)
