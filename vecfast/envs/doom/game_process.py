@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 
 import psutil
 import vizdoom as vzd
@@ -27,6 +28,9 @@ class GameProcess:
         self.game = game
         self.home = tempfile.mkdtemp(prefix="vecfast-doom-")
         self.pid: int | None = None
+        # Runs at close() or, for an env nobody closed, at interpreter exit (Ctrl-C included):
+        # the reaper covers only owners that die without running exit handlers.
+        self._release = weakref.finalize(self, _release, game, self.home)
 
     def start(self) -> None:
         self.game.set_doom_config_path(os.path.join(self.home, "_vizdoom.ini"))
@@ -45,9 +49,13 @@ class GameProcess:
             GameReaper.for_this_process().watch(self.pid, self.home)
 
     def close(self) -> None:
-        self.game.close()
         if self.pid is not None:
             with contextlib.suppress(OSError):
                 GameReaper.for_this_process().forget(self.pid)
             self.pid = None
-        shutil.rmtree(self.home, ignore_errors=True)
+        self._release()
+
+
+def _release(game: vzd.DoomGame, home: str) -> None:
+    game.close()
+    shutil.rmtree(home, ignore_errors=True)
