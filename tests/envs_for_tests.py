@@ -50,6 +50,17 @@ def _space_pair(kind: str) -> tuple[spaces.Space, spaces.Space]:
         )
         act = spaces.Dict({"move": spaces.Discrete(3), "aim": spaces.Box(-1.0, 1.0, (2,), np.float32)})
         return obs, act
+    if kind == "image_hwc":  # large enough to resize by integer and non-integer factors
+        return spaces.Box(0, 255, (24, 32, 3), np.uint8), spaces.Discrete(3)
+    if kind in ("dict_image_hwc", "dict_image_chw"):  # a VizDoom-like {"screen", "measurements"} observation
+        screen_shape = (24, 32, 3) if kind == "dict_image_hwc" else (3, 24, 32)
+        obs = spaces.Dict(
+            {
+                "screen": spaces.Box(0, 255, screen_shape, np.uint8),
+                "measurements": spaces.Box(-1.0, 1.0, (2,), np.float32),
+            }
+        )
+        return obs, spaces.Discrete(3)
     if kind == "tuple_nested":
         obs = spaces.Tuple(
             (
@@ -61,6 +72,9 @@ def _space_pair(kind: str) -> tuple[spaces.Space, spaces.Space]:
         return obs, act
     raise ValueError(f"unknown env kind {kind!r}")
 
+
+# Image kinds for the wrapper tests; not in SPACE_KINDS, which the vector-env tests sweep.
+IMAGE_KINDS = ("image_hwc", "dict_image_hwc", "dict_image_chw")
 
 SPACE_KINDS = (
     "box_f32",

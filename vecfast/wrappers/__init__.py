@@ -1,1 +1,32 @@
 """Batched vector-env wrappers and adapters for other libraries (Stable-Baselines3)."""
+
+from vecfast.wrappers.base import BatchObservationWrapper, SingleObservationWrapper
+from vecfast.wrappers.episode_stats import RecordEpisodeStatistics
+from vecfast.wrappers.frame_stack import FrameStackObservation
+from vecfast.wrappers.image import (
+    ChannelOrderObservation,
+    GrayscaleObservation,
+    ResizeObservation,
+    SingleChannelOrderObservation,
+    SingleGrayscaleObservation,
+    SingleResizeObservation,
+)
+from vecfast.wrappers.normalize import NormalizeObservation
+from vecfast.wrappers.reward import ClipReward, NormalizeReward, ScaleReward
+
+__all__ = [
+    "BatchObservationWrapper",
+    "ChannelOrderObservation",
+    "ClipReward",
+    "FrameStackObservation",
+    "GrayscaleObservation",
+    "NormalizeObservation",
+    "NormalizeReward",
+    "RecordEpisodeStatistics",
+    "ResizeObservation",
+    "ScaleReward",
+    "SingleChannelOrderObservation",
+    "SingleGrayscaleObservation",
+    "SingleObservationWrapper",
+    "SingleResizeObservation",
+]
