@@ -186,24 +186,29 @@ class _ChannelOrder:
         return out
 
 
-class _BatchImageWrapper(BatchObservationWrapper):
+class _ImageOpMixin:
+    """Builds the image op on the wrapped entry's space; the transform is that op."""
+
+    entry_space: spaces.Box
+
+    def _use_op(self, op_type: type, **op_args: Any) -> None:
+        self.op = op_type(self.entry_space, **op_args)
+        self.set_entry_space(self.op.space)  # type: ignore[attr-defined]
+
+    def transform(self, batch: np.ndarray) -> np.ndarray:
+        return self.op(batch)
+
+
+class _BatchImageWrapper(_ImageOpMixin, BatchObservationWrapper):
     def __init__(self, env: VectorEnv, key: str | None, op_type: type, **op_args: Any) -> None:
         super().__init__(env, key)
-        self.op = op_type(self.entry_space, **op_args)
-        self.set_entry_space(self.op.space)
-
-    def transform(self, batch: np.ndarray) -> np.ndarray:
-        return self.op(batch)
+        self._use_op(op_type, **op_args)
 
 
-class _SingleImageWrapper(SingleObservationWrapper):
+class _SingleImageWrapper(_ImageOpMixin, SingleObservationWrapper):
     def __init__(self, env: gym.Env, key: str | None, op_type: type, **op_args: Any) -> None:
         super().__init__(env, key)
-        self.op = op_type(self.entry_space, **op_args)
-        self.set_entry_space(self.op.space)
-
-    def transform(self, batch: np.ndarray) -> np.ndarray:
-        return self.op(batch)
+        self._use_op(op_type, **op_args)
 
 
 class ResizeObservation(_BatchImageWrapper):
