@@ -1,1 +1,8 @@
-"""Built-in trainers (APPO, PPO, DD-PPO) behind one small protocol."""
+"""Built-in trainers (APPO, PPO) behind one small protocol, and the algorithm registry."""
+
+from vecfast.trainers import ppo  # noqa: F401  (registers "ppo")
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.registry import Trainer, get_algo, register_algo, registered_algos
+
+__all__ = ["ActorCritic", "TrainConfig", "Trainer", "get_algo", "register_algo", "registered_algos"]

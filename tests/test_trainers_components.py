@@ -1,0 +1,191 @@
+"""The trainers' components: model (encoders, GRU core, heads), normalisers, storage, advantage estimators, registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.losses import gae, vtrace
+from vecfast.trainers.models import ActorCritic, obs_to_tensors
+from vecfast.trainers.normalize import RunningMeanStd
+from vecfast.trainers.registry import get_algo, register_algo, registered_algos
+from vecfast.trainers.storage import Trajectories
+
+DICT_OBS = spaces.Dict(
+    {
+        "screen": spaces.Box(0, 255, (3, 36, 64), np.uint8),
+        "measurements": spaces.Box(-np.inf, np.inf, (2,), np.float32),
+    }
+)
+ACTION_SPACES = [
+    spaces.Discrete(5, start=-2),
+    spaces.MultiDiscrete([3, 4, 2]),
+    spaces.Box(-1.0, 2.0, (3,), np.float32),
+]
+
+
+def small_config(**overrides: object) -> TrainConfig:
+    base = {"rnn_size": 16, "encoder_conv_mlp_layers": (32,), "encoder_mlp_layers": (16,), "rollout": 4}
+    return TrainConfig.from_overrides(**{**base, **overrides})
+
+
+def sample_obs(space: spaces.Space, batch: int, seed: int) -> dict[str, np.ndarray]:
+    space.seed(seed)
+    samples = [space.sample() for _ in range(batch)]
+    return {k: np.stack([s[k] for s in samples]) for k in space.spaces}
+
+
+@pytest.mark.parametrize("action_space", ACTION_SPACES, ids=lambda s: type(s).__name__)
+def test_act_gives_valid_actions_for_dict_observations(action_space: spaces.Space) -> None:
+    torch.manual_seed(0)
+    model = ActorCritic(DICT_OBS, action_space, small_config())
+    obs = sample_obs(DICT_OBS, 6, seed=0)
+    batch_space = spaces.Tuple([action_space] * 6)
+    for deterministic in (False, True):
+        actions = model.act(obs, deterministic=deterministic)
+        assert actions.shape == (6, *action_space.shape)
+        assert batch_space.contains(tuple(actions)), actions
+    # a deterministic policy is a function of the observation (the recurrent state restarted)
+    start = np.ones(6, dtype=bool)
+    np.testing.assert_array_equal(
+        model.act(obs, deterministic=True, episode_start=start), model.act(obs, deterministic=True, episode_start=start)
+    )
+
+
+def test_box_channels_last_images_and_discrete_observations() -> None:
+    space = spaces.Dict({"rgb": spaces.Box(0, 255, (36, 64, 3), np.uint8), "room": spaces.Discrete(4)})
+    model = ActorCritic(space, spaces.Discrete(2), small_config(use_rnn=False))
+    assert model.encoders["rgb"].channels_last
+    actions = model.act(sample_obs(space, 3, seed=1))
+    assert actions.shape == (3,) and set(actions.tolist()) <= {0, 1}
+
+
+def test_unsupported_spaces_are_rejected_with_their_name() -> None:
+    with pytest.raises(TypeError, match="'text'"):
+        ActorCritic(spaces.Dict({"text": spaces.Text(5)}), spaces.Discrete(2), small_config())
+    with pytest.raises(TypeError, match="unsupported action space"):
+        ActorCritic(DICT_OBS, spaces.MultiBinary(3), small_config())
+
+
+@pytest.mark.parametrize("action_space", ACTION_SPACES, ids=lambda s: type(s).__name__)
+def test_evaluate_over_trajectories_matches_stepping(action_space: spaces.Space) -> None:
+    """BPTT over a stored trajectory reproduces, step by step, what the acting policy computed,
+    including recurrent-state resets at episode starts."""
+    torch.manual_seed(0)
+    model = ActorCritic(DICT_OBS, action_space, small_config(normalize_returns=False))
+    batch, length = 3, 6
+    obs = [obs_to_tensors(sample_obs(DICT_OBS, batch, seed=t), "cpu") for t in range(length)]
+    first = torch.zeros(batch, length, dtype=torch.bool)
+    first[0, 2] = first[1, 0] = first[2, 4] = True
+    state = torch.randn(batch, model.state_size)
+    h = state
+    log_probs, values, actions = [], [], []
+    with torch.no_grad():
+        for t in range(length):
+            dist, value, h = model.step(obs[t], h, first[:, t])
+            a = dist.sample()
+            actions.append(a)
+            log_probs.append(dist.log_prob(a))
+            values.append(value)
+        stacked = {k: torch.stack([o[k] for o in obs], dim=1) for k in obs[0]}
+        dist, new_values = model.evaluate(stacked, first, state, length)
+    torch.testing.assert_close(dist.log_prob(torch.stack(actions, 1)), torch.stack(log_probs, 1))
+    torch.testing.assert_close(new_values, torch.stack(values, 1))
+
+
+def test_running_mean_std_matches_numpy_over_batches() -> None:
+    rng = np.random.default_rng(0)
+    data = [rng.normal(3.0, 2.0, (n, 4)) for n in (1, 7, 100, 3)]
+    rms = RunningMeanStd((4,), epsilon=1e-12)
+    for batch in data:
+        rms.update(torch.as_tensor(batch))
+    everything = np.concatenate(data)
+    np.testing.assert_allclose(rms.mean.numpy(), everything.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(rms.var.numpy(), everything.var(0), rtol=1e-6)
+    x = torch.as_tensor(everything[:5])
+    torch.testing.assert_close(rms.denormalize(rms.normalize(x)), x)
+
+
+def make_trajectories(rewards: list[list[float]], done: list[list[bool]], terminated: list[list[bool]]) -> Trajectories:
+    model = ActorCritic(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2), small_config(use_rnn=False))
+    n, t = len(rewards), len(rewards[0])
+    traj = Trajectories.allocate(model, n, t)
+    traj.rewards[:] = torch.tensor(rewards)
+    traj.done[:] = torch.tensor(done)
+    traj.terminated[:] = torch.tensor(terminated)
+    traj.valid[:] = True
+    traj.valid[:, 1:] &= ~traj.done[:, :-1]  # NEXT_STEP: the step after an episode end only resets
+    return traj
+
+
+def reference_returns(traj: Trajectories, values: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Discounted returns to the end of each episode (or of the trajectory), bootstrapped where it stops."""
+    n, length = traj.rewards.shape
+    out = torch.zeros(n, length)
+    for i in range(n):
+        for t in range(length):
+            ret, discount, k = 0.0, 1.0, t
+            while True:
+                ret += discount * traj.rewards[i, k].item()
+                discount *= gamma
+                if traj.done[i, k] or k == length - 1:
+                    if not traj.terminated[i, k]:
+                        ret += discount * values[i, k + 1].item()
+                    break
+                k += 1
+            out[i, t] = ret
+    return out
+
+
+def test_gae_and_on_policy_vtrace_give_episode_returns_with_lambda_one() -> None:
+    """With lambda = 1 (GAE) and rho = c = 1 on-policy (V-trace), targets are the discounted returns:
+    cut at terminations, bootstrapped at truncations and at the end of the trajectory."""
+    traj = make_trajectories(
+        rewards=[[1.0, 2.0, 0.0, 0.5, 1.0], [0.5, 1.0, 1.5, 0.0, 2.0]],
+        done=[[False, True, False, False, False], [False, False, True, False, False]],
+        terminated=[[False, True, False, False, False], [False, False, False, False, False]],
+    )
+    values = torch.tensor([[0.3, -0.2, 7.0, 0.4, 0.1, 0.9], [0.6, 0.2, 0.5, 5.0, -0.3, 1.2]])
+    gamma = 0.9
+    expected = reference_returns(traj, values, gamma)
+    valid = traj.valid
+    adv, returns = gae(traj, values, gamma, lam=1.0)
+    torch.testing.assert_close(returns[valid], expected[valid])
+    torch.testing.assert_close(adv[~valid], torch.zeros(int((~valid).sum())))
+    vadv, vs = vtrace(traj, values, torch.zeros_like(traj.rewards), gamma)
+    torch.testing.assert_close(vs[valid], expected[valid])
+    torch.testing.assert_close(vadv[valid], (expected - values[:, :-1])[valid])
+
+
+def test_vtrace_clips_importance_weights() -> None:
+    """Off-policy one-step case: the target moves by min(1, rho) * TD error."""
+    traj = make_trajectories(rewards=[[1.0, 1.0]], done=[[True, False]], terminated=[[True, False]])
+    values = torch.tensor([[0.5, 0.0, 0.0]])
+    for log_rho, weight in ((np.log(3.0), 1.0), (np.log(0.25), 0.25)):
+        adv, vs = vtrace(traj, values, torch.full((1, 2), float(log_rho)), gamma=0.9)
+        torch.testing.assert_close(vs[0, 0], torch.tensor(0.5 + weight * 0.5))
+        torch.testing.assert_close(adv[0, 0], torch.tensor(weight * 0.5))
+
+
+def test_registry_takes_user_algorithms() -> None:
+    def factory(env, cfg, total_env_steps):  # noqa: ANN001, ANN202
+        raise NotImplementedError
+
+    assert "ppo" in registered_algos()
+    register_algo("test-custom-algo", factory, defaults={"rollout": 8})
+    spec = get_algo("test-custom-algo")
+    assert spec.factory is factory and spec.defaults == {"rollout": 8} and not spec.double_buffered
+    with pytest.raises(ValueError, match="already registered"):
+        register_algo("test-custom-algo", lambda *a: None)
+    with pytest.raises(KeyError, match="no algorithm 'nope'"):
+        get_algo("nope")
+
+
+def test_config_rejects_unknown_keys_and_bad_batches() -> None:
+    with pytest.raises(TypeError, match="unknown config keys \\['num_envs_per_wroker'\\]"):
+        TrainConfig.from_overrides(num_envs_per_wroker=4)
+    with pytest.raises(ValueError, match="multiple of rollout"):
+        TrainConfig.from_overrides(batch_size=100, rollout=32)

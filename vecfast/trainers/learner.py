@@ -1,0 +1,68 @@
+"""The gradient step both trainers share: evaluate trajectories, estimate advantages, PPO loss, Adam."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.losses import LossOutput, ppo_loss, vtrace
+from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.storage import Trajectories
+
+
+class Learner:
+    """Owns the optimiser and the policy version (the number of gradient steps taken).
+
+    :meth:`step` takes a minibatch of whole trajectories. Given ``advantages`` and
+    ``targets`` (synchronous PPO computes GAE once per rollout with the behaviour
+    values) it uses them; otherwise it computes V-trace targets from the current
+    values, as APPO's learner does for data collected by older policies.
+    """
+
+    def __init__(self, model: ActorCritic, cfg: TrainConfig) -> None:
+        self.model = model
+        self.cfg = cfg
+        self.optimizer = torch.optim.Adam(
+            model.parameters(), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps
+        )
+        self.version = 0
+
+    def set_progress(self, fraction: float) -> None:
+        """Training progress in [0, 1], for the learning-rate schedule."""
+        lr = self.cfg.learning_rate
+        if self.cfg.lr_schedule == "linear_decay":
+            lr *= max(0.0, 1.0 - fraction)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def step(
+        self, batch: Trajectories, advantages: torch.Tensor | None = None, targets: torch.Tensor | None = None
+    ) -> tuple[LossOutput, float]:
+        """One gradient step; returns the loss terms and the gradient norm before clipping."""
+        model, cfg = self.model, self.cfg
+        dist, norm_values = model.evaluate(batch.obs, batch.first, batch.initial_state, batch.rollout)
+        if advantages is None or targets is None:
+            with torch.no_grad():
+                log_rhos = dist.log_prob(batch.actions) - batch.log_probs
+                advantages, targets = vtrace(batch, model.denormalize_value(norm_values), log_rhos, cfg.gamma)
+        if model.returns_norm is not None:
+            model.returns_norm.update(targets[batch.valid])
+        out = ppo_loss(model, dist, norm_values[:, :-1], batch, advantages, targets, cfg)
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()
+        self.optimizer.step()
+        self.version += 1
+        return out, grad_norm
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "version": self.version}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = state["version"]

@@ -1,0 +1,206 @@
+"""Actor-critic model: Dict observations -> encoders -> optional GRU core -> actor and critic heads.
+
+Images (uint8, 3-D) go through Sample Factory's ``convnet_simple`` encoder, everything
+else is flattened through an MLP; the features are concatenated. The same module acts
+(one step, :meth:`ActorCritic.step`) and learns (whole trajectories with backpropagation
+through time, :meth:`ActorCritic.evaluate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.distributions import ActionDistribution, ActionHead
+from vecfast.trainers.normalize import RunningMeanStd
+
+# (out_channels, kernel, stride) of Sample Factory's conv encoders
+CONV_ARCHITECTURES = {
+    "convnet_simple": [(32, 8, 4), (64, 4, 2), (128, 3, 2)],
+    "convnet_atari": [(32, 8, 4), (64, 4, 2), (64, 3, 1)],
+}
+_ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+DEFAULT_KEY = "obs"  # the key a non-Dict observation gets
+
+
+def observation_spaces(space: spaces.Space) -> dict[str, spaces.Space]:
+    """The observation as a flat dict of Box/Discrete entries (a non-Dict space becomes ``{"obs": space}``)."""
+    entries = dict(space.spaces) if isinstance(space, spaces.Dict) else {DEFAULT_KEY: space}
+    for key, sub in entries.items():
+        if not isinstance(sub, (spaces.Box, spaces.Discrete)):
+            raise TypeError(f"observation entry {key!r} is {sub}: only Box and Discrete entries are supported")
+    return entries
+
+
+def as_obs_dict(obs: Any) -> dict[str, Any]:
+    return dict(obs) if isinstance(obs, Mapping) else {DEFAULT_KEY: obs}
+
+
+def is_image(space: spaces.Space) -> bool:
+    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+
+
+def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
+        linear = nn.Linear(n_in, n_out)
+        nn.init.orthogonal_(linear.weight, np.sqrt(2))
+        nn.init.zeros_(linear.bias)
+        layers += [linear, activation()]
+    return nn.Sequential(*layers)
+
+
+class ConvEncoder(nn.Module):
+    """uint8 image (channels first, or last when the last dimension has 1, 3 or 4 channels) -> features."""
+
+    def __init__(self, shape: tuple[int, ...], cfg: TrainConfig) -> None:
+        super().__init__()
+        self.channels_last = shape[-1] in (1, 3, 4) and shape[0] not in (1, 3, 4)
+        c, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else shape
+        activation = _ACTIVATIONS[cfg.nonlinearity]
+        layers: list[nn.Module] = []
+        for out_channels, kernel, stride in CONV_ARCHITECTURES[cfg.encoder_conv_architecture]:
+            layers += [nn.Conv2d(c, out_channels, kernel, stride), activation()]
+            c = out_channels
+        self.conv = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():
+            flat = self.conv(torch.zeros(1, shape[2] if self.channels_last else shape[0], h, w)).shape[1]
+        self.mlp = _mlp([flat, *cfg.encoder_conv_mlp_layers], activation)
+        self.out_features = cfg.encoder_conv_mlp_layers[-1] if cfg.encoder_conv_mlp_layers else flat
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.mlp(self.conv(x.float() * (1.0 / 255.0)))
+
+
+class VectorEncoder(nn.Module):
+    """Box (flattened, optionally normalised with running statistics) or Discrete (one-hot) -> MLP features."""
+
+    def __init__(self, space: spaces.Space, cfg: TrainConfig) -> None:
+        super().__init__()
+        self.num_classes = int(space.n) if isinstance(space, spaces.Discrete) else 0
+        size = self.num_classes or int(np.prod(space.shape))
+        self.scale = 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+        self.norm = RunningMeanStd((size,)) if cfg.normalize_input and not self.num_classes else None
+        self.mlp = _mlp([size, *cfg.encoder_mlp_layers], _ACTIVATIONS[cfg.nonlinearity])
+        self.out_features = cfg.encoder_mlp_layers[-1] if cfg.encoder_mlp_layers else size
+
+    def flat(self, x: torch.Tensor) -> torch.Tensor:
+        if self.num_classes:
+            return nn.functional.one_hot(x.long(), self.num_classes).float()
+        return x.reshape(x.shape[0], -1).float() * self.scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.flat(x)
+        return self.mlp(self.norm.normalize(x) if self.norm is not None else x)
+
+
+class ActorCritic(nn.Module):
+    """Encoders, an optional GRU core, an actor head and a critic head (predicting normalised returns).
+
+    Recurrent state is reset wherever ``first`` is True: that observation starts an episode.
+    """
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, cfg: TrainConfig) -> None:
+        super().__init__()
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.obs_spaces = observation_spaces(observation_space)
+        self.encoders = nn.ModuleDict(
+            {k: ConvEncoder(s.shape, cfg) if is_image(s) else VectorEncoder(s, cfg) for k, s in self.obs_spaces.items()}
+        )
+        features = sum(e.out_features for e in self.encoders.values())
+        self.core = nn.GRUCell(features, cfg.rnn_size) if cfg.use_rnn else None
+        self.state_size = cfg.rnn_size if cfg.use_rnn else 0
+        core_out = cfg.rnn_size if cfg.use_rnn else features
+        self.actor = ActionHead(action_space, core_out)
+        self.critic = nn.Linear(core_out, 1)
+        nn.init.orthogonal_(self.critic.weight, 1.0)
+        nn.init.zeros_(self.critic.bias)
+        self.returns_norm = RunningMeanStd((), clip=1e6) if cfg.normalize_returns else None
+        self._act_state: torch.Tensor | None = None
+
+    # ----------------------------------------------------------------- learning interface
+    def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat([enc(obs[key]) for key, enc in self.encoders.items()], dim=-1)
+
+    def step(
+        self, obs: Mapping[str, torch.Tensor], state: torch.Tensor, first: torch.Tensor
+    ) -> tuple[ActionDistribution, torch.Tensor, torch.Tensor]:
+        """One step for a batch: (action distribution, value in return units, next recurrent state)."""
+        x = self.encode(obs)
+        if self.core is not None:
+            state = self.core(x, state * (~first).unsqueeze(-1).to(state.dtype))
+            x = state
+        return self.actor(x), self.denormalize_value(self.critic(x).squeeze(-1)), state
+
+    def evaluate(
+        self, obs: Mapping[str, torch.Tensor], first: torch.Tensor, state: torch.Tensor, steps: int
+    ) -> tuple[ActionDistribution, torch.Tensor]:
+        """Whole trajectories ``[B, L, ...]`` from initial states ``[B, H]``.
+
+        Returns the action distributions of the first ``steps`` steps (the last
+        observation only bootstraps) and the normalised values of all ``L``.
+        """
+        batch, length = first.shape
+        x = self.encode({k: v.flatten(0, 1) for k, v in obs.items()}).view(batch, length, -1)
+        if self.core is not None:
+            keep = (~first).unsqueeze(-1).to(x.dtype)
+            outputs = []
+            for t in range(length):  # backpropagation through time over the whole trajectory
+                state = self.core(x[:, t], state * keep[:, t])
+                outputs.append(state)
+            x = torch.stack(outputs, dim=1)
+        return self.actor(x[:, :steps]), self.critic(x).squeeze(-1)
+
+    def initial_state(self, batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        return torch.zeros(batch, self.state_size, device=device)
+
+    @torch.no_grad()
+    def update_normalizers(self, obs: Mapping[str, torch.Tensor]) -> None:
+        for key, enc in self.encoders.items():
+            if isinstance(enc, VectorEncoder) and enc.norm is not None:
+                enc.norm.update(enc.flat(obs[key].reshape(-1, *self.obs_spaces[key].shape)))
+
+    def normalize_value(self, v: torch.Tensor) -> torch.Tensor:
+        return v if self.returns_norm is None else self.returns_norm.normalize(v)
+
+    def denormalize_value(self, v: torch.Tensor) -> torch.Tensor:
+        return v if self.returns_norm is None else self.returns_norm.denormalize(v)
+
+    # ----------------------------------------------------------------- user interface
+    @torch.no_grad()
+    def act(self, obs: Any, deterministic: bool = False, episode_start: np.ndarray | None = None) -> np.ndarray:
+        """Actions for a batch of observations (numpy, as a vector env returns them).
+
+        A recurrent policy keeps its state per batch row between calls; pass
+        ``episode_start`` (bool per row) to restart it where an episode begins.
+        """
+        device = next(self.parameters()).device
+        tensors = obs_to_tensors(as_obs_dict(obs), device)
+        batch = next(iter(tensors.values())).shape[0]
+        if self._act_state is None or self._act_state.shape[0] != batch:
+            self._act_state = self.initial_state(batch, device)
+        first = torch.zeros(batch, dtype=torch.bool, device=device)
+        if episode_start is not None:
+            first = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=device)
+        dist, _, self._act_state = self.step(tensors, self._act_state, first)
+        return self.actor.to_env(dist.mode() if deterministic else dist.sample())
+
+
+def obs_to_tensors(obs: Mapping[str, Any], device: torch.device | str) -> dict[str, torch.Tensor]:
+    """numpy observation entries -> tensors (uint8 stays uint8, other floats become float32)."""
+    out = {}
+    for key, value in obs.items():
+        t = torch.as_tensor(np.asarray(value))
+        if t.is_floating_point() and t.dtype != torch.float32:
+            t = t.float()
+        out[key] = t.to(device, non_blocking=True)
+    return out

@@ -1,0 +1,47 @@
+"""Running mean/variance kept in module buffers, so checkpoints and weight copies carry it with the model."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RunningMeanStd(nn.Module):
+    """Mean and variance of everything passed to :meth:`update`, per feature (float64).
+
+    Batches are merged with Chan et al.'s parallel formula, so a batch of any size is one
+    update. ``clip`` bounds normalised values (outliers early in training otherwise make
+    huge activations).
+    """
+
+    def __init__(self, shape: tuple[int, ...], clip: float = 5.0, epsilon: float = 1e-5) -> None:
+        super().__init__()
+        self.clip = clip
+        self.epsilon = epsilon
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(epsilon, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Fold a batch in; leading dimensions are samples."""
+        x = x.reshape(-1, *self.mean.shape).to(torch.float64)
+        if x.shape[0] == 0:
+            return
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        n = x.shape[0]
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.mean += delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        std = (self.var + self.epsilon).sqrt().to(x.dtype)
+        return ((x - self.mean.to(x.dtype)) / std).clamp(-self.clip, self.clip)
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        std = (self.var + self.epsilon).sqrt().to(x.dtype)
+        return x * std + self.mean.to(x.dtype)

@@ -1,0 +1,27 @@
+"""Per-process torch setup: device, threads, seeds."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from vecfast.trainers.config import TrainConfig
+
+
+def resolve_device(cfg: TrainConfig) -> torch.device:
+    """``"auto"``: CUDA when torch sees a GPU, else CPU."""
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(cfg.device)
+
+
+def setup_torch(cfg: TrainConfig) -> torch.device:
+    """Limit torch's CPU threads (env workers need the cores) and seed every generator."""
+    torch.set_num_threads(max(1, cfg.torch_threads))
+    if cfg.seed is not None:
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+    return resolve_device(cfg)

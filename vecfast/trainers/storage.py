@@ -1,0 +1,81 @@
+"""Rollout storage: preallocated tensors for whole trajectories, indexed ``[trajectory, step]``.
+
+A trajectory holds ``rollout`` steps and one more observation (and its value), from
+which the last step bootstraps. With gymnasium's NEXT_STEP autoreset the step after an
+episode end only resets the env: it is stored with ``valid`` False (its observation is
+the episode's last one, whose value bootstraps a truncated episode) and the next step
+has ``first`` True (the recurrent state restarts there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from vecfast.trainers.models import ActorCritic
+
+
+def _obs_dtype(space: spaces.Space) -> torch.dtype:
+    if isinstance(space, spaces.Discrete):
+        return torch.int64
+    return torch.uint8 if space.dtype == np.uint8 else torch.float32
+
+
+@dataclass
+class Trajectories:
+    """Fields of ``num`` trajectories. Per step ``t < rollout``: the action taken in ``obs[:, t]``,
+    its log-probability and behaviour value, the reward and flags it earned, the policy
+    version that chose it. ``obs``, ``first`` and ``values`` have ``rollout + 1`` steps."""
+
+    obs: dict[str, torch.Tensor]
+    first: torch.Tensor  # obs starts an episode (reset the recurrent state)
+    values: torch.Tensor  # behaviour policy's value estimates, in return units
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    done: torch.Tensor  # terminated or truncated
+    valid: torch.Tensor  # a real transition (False: the step only reset the env)
+    policy_version: torch.Tensor
+    initial_state: torch.Tensor  # recurrent state before obs[:, 0]
+
+    @classmethod
+    def allocate(cls, model: ActorCritic, num: int, rollout: int, device: torch.device | str = "cpu") -> Trajectories:
+        steps, plus = (num, rollout), (num, rollout + 1)
+
+        def zeros(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        head = model.actor
+        return cls(
+            obs={k: zeros(plus + s.shape, _obs_dtype(s)) for k, s in model.obs_spaces.items()},
+            first=zeros(plus, torch.bool),
+            values=zeros(plus),
+            actions=zeros(steps + head.action_shape, head.action_dtype),
+            log_probs=zeros(steps),
+            rewards=zeros(steps),
+            terminated=zeros(steps, torch.bool),
+            done=zeros(steps, torch.bool),
+            valid=zeros(steps, torch.bool),
+            policy_version=zeros(steps, torch.int64),
+            initial_state=zeros((num, model.state_size)),
+        )
+
+    def apply(self, fn) -> Trajectories:  # noqa: ANN001 (a tensor -> tensor function)
+        """A new Trajectories with ``fn`` applied to every tensor (indexing, moving to a device)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = {k: fn(v) for k, v in value.items()} if isinstance(value, dict) else fn(value)
+        return Trajectories(**out)
+
+    def __len__(self) -> int:
+        return self.first.shape[0]
+
+    @property
+    def rollout(self) -> int:
+        return self.rewards.shape[1]
