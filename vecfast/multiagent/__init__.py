@@ -1,1 +1,6 @@
-"""Multi-agent envs (PettingZoo multiplayer Doom) and many matches as one vector env."""
+"""Multi-agent envs: PettingZoo matches as gymnasium envs, and many matches as one vector env."""
+
+from vecfast.multiagent.match_env import MatchEnv
+from vecfast.multiagent.vector_env import MultiAgentVectorEnv
+
+__all__ = ["MatchEnv", "MultiAgentVectorEnv"]

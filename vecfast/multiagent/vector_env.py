@@ -1,0 +1,270 @@
+"""MultiAgentVectorEnv: many PettingZoo matches as one flat gymnasium VectorEnv of agent slots."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from gymnasium import Space, spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from vecfast.multiagent.match_env import MatchEnv
+from vecfast.vector import AsyncSharedMemVectorEnv
+from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.shared_buffers import map_tree
+
+if TYPE_CHECKING:
+    from pettingzoo import ParallelEnv
+
+__all__ = ["MultiAgentVectorEnv"]
+
+
+class MultiAgentVectorEnv(VectorEnv):
+    """M PettingZoo matches (ParallelEnvs with fixed agents) as one VectorEnv of M x num_agents slots.
+
+    Slot ``m * num_agents + a`` is agent ``possible_agents[a]`` of match ``m``; every slot
+    has the agents' common observation and action space, so one policy acts for all of
+    them (``info["agent_id"]`` and ``info["match_id"]`` say whose slot is whose, for a
+    trainer that maps slots to policies). The matches run as :class:`MatchEnv` inside an
+    :class:`~vecfast.vector.AsyncSharedMemVectorEnv` (``self.matches``): several per
+    worker process, all observations, actions, rewards and flags in shared memory; the
+    arrays returned here are reshaped views of it (copied when ``copy``).
+
+    Episodes (gymnasium's ``NEXT_STEP`` autoreset, per slot):
+
+    * a match ends when all its agents have ended; its next ``step`` resets it (reward 0,
+      flags False, ``info["active"]`` False, actions ignored);
+    * an agent that ends before the others reports ``terminated``/``truncated`` on the step
+      it ends and repeats that flag, with reward 0, its last observation and
+      ``info["active"]`` False, until its match resets; its actions are ignored. A trainer
+      that drops the transition after every ``done`` (as ``NEXT_STEP`` requires) thus drops
+      every step of an ended agent; episode counters see one extra, empty episode per step
+      such a slot waits (mask them with ``info["active"]``);
+    * ``reset(options={"reset_mask": mask})`` resets every match whose slots are all in the
+      mask; mask entries of agents that have ended in a match still in play are ignored
+      (they stay ended), and a mask that selects some but not all still-playing agents of a
+      match is an error: a match resets as a whole.
+
+    ``DISABLED`` autoreset works the same way, except that a finished match must be reset
+    explicitly. Seeds: an int seeds match ``m`` with ``seed + m``; a list has one entry per
+    slot and match ``m`` uses that of its first slot. ``call``/``get_attr`` return one value
+    per slot (its match's value; attributes the :class:`MatchEnv` lacks come from the
+    ParallelEnv, e.g. ``call("state")``), ``render`` one frame per match. Errors from a
+    match (:class:`~vecfast.vector.EnvError`) name it as the env index.
+
+    Args:
+        env_fns: one function per match that creates its PettingZoo ParallelEnv.
+        copy: return copies of the observations (else views that the next step overwrites).
+        autoreset_mode: ``NEXT_STEP`` (default) or ``DISABLED``.
+        num_workers, step_timeout, spin_us, close_timeout, context, daemon: as for
+            :class:`~vecfast.vector.AsyncSharedMemVectorEnv`, which runs the matches.
+
+    Raises:
+        vecfast.vector.EnvError: a ParallelEnv cannot be created, declares no
+            ``possible_agents`` or gives its agents different spaces (before any step).
+        ValueError: the matches do not all have the same agents.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], ParallelEnv]],
+        *,
+        copy: bool = True,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        num_workers: int | None = None,
+        step_timeout: float | None = None,
+        spin_us: float = 200.0,
+        close_timeout: float = 10.0,
+        context: str | None = None,
+        daemon: bool = True,
+    ) -> None:
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            raise ValueError(
+                "MultiAgentVectorEnv supports AutoresetMode.NEXT_STEP and DISABLED; "
+                "SB3VecEnv handles NEXT_STEP by resetting finished matches itself"
+            )
+        self.copy = copy
+        self.num_matches = len(env_fns)
+        self.matches = AsyncSharedMemVectorEnv(
+            [functools.partial(MatchEnv, fn, m) for m, fn in enumerate(env_fns)],
+            copy=False,
+            autoreset_mode=self.autoreset_mode,
+            num_workers=num_workers,
+            double_buffered=False,
+            step_timeout=step_timeout,
+            spin_us=spin_us,
+            close_timeout=close_timeout,
+            context=context,
+            daemon=daemon,
+        )
+        try:
+            self._check_agents()
+            agent_obs_space = self.matches.get_attr("agent_observation_space")[0]
+            agent_action_space = self.matches.get_attr("agent_action_space")[0]
+        except BaseException:
+            self.matches.close(terminate=True)
+            raise
+        self.num_agents = n = len(self.possible_agents)
+        self.num_envs = self.num_matches * n
+        self.single_observation_space = agent_obs_space
+        self.single_action_space = agent_action_space
+        self.observation_space = batch_space(agent_obs_space, self.num_envs)
+        self.action_space = batch_space(agent_action_space, self.num_envs)
+        self.metadata = dict(self.matches.metadata)
+        self.render_mode = self.matches.render_mode
+        self.agent_ids = _read_only(np.asarray(list(self.possible_agents) * self.num_matches))
+        self.match_ids = _read_only(np.repeat(np.arange(self.num_matches), n))
+        self._all_slots = _read_only(np.ones(self.num_envs, np.bool_))
+        self._slot_ids = np.arange(self.num_envs)
+        self._ended = np.zeros(self.num_envs, np.bool_)  # last reported terminated | truncated
+        self._match_obs: dict[str, Any] | None = None  # the matches' latest observation (shared-memory views)
+
+    def _check_agents(self) -> None:
+        agent_lists = self.matches.get_attr("possible_agents")
+        self.possible_agents: tuple[Any, ...] = agent_lists[0]
+        for m, agents in enumerate(agent_lists):
+            if agents != self.possible_agents:
+                raise ValueError(
+                    f"match {m} has agents {list(agents)} but match 0 has {list(self.possible_agents)}: "
+                    "every match of a multi-agent vector env needs the same agents"
+                )
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every match, or those ``options["reset_mask"]`` selects (see the class docstring)."""
+        mask = options.pop("reset_mask", None) if options else None  # popped, as SyncVectorEnv does
+        match_seeds = self._match_seeds(seed)
+        if mask is None:
+            match_obs, infos = self.matches.reset(seed=match_seeds, options=options)
+            self._ended[:] = False
+        else:
+            to_reset = self._matches_to_reset(mask)
+            if to_reset.any():
+                match_obs, infos = self.matches.reset(seed=match_seeds, options={**options, "reset_mask": to_reset})
+                self._ended[np.repeat(to_reset, self.num_agents)] = False
+            elif self._match_obs is None:
+                raise RuntimeError("call reset() without a reset_mask before resetting matches selectively")
+            else:
+                match_obs, infos = self._match_obs, {}
+        self._match_obs = match_obs
+        flat_infos = self._agent_infos(infos)
+        self._add_slot_ids(flat_infos)
+        return self._observations(match_obs), flat_infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every slot with its row of ``actions`` (rows of ended agents are ignored)."""
+        check_action_batch(self.action_space, actions, self._slot_ids)
+        match_obs, _, _, _, infos = self.matches.step(self._per_match(self.single_action_space, actions))
+        self._match_obs = match_obs
+        terminated = match_obs["terminated"].reshape(-1).astype(np.bool_)
+        truncated = match_obs["truncated"].reshape(-1).astype(np.bool_)
+        self._ended = terminated | truncated
+        flat_infos = self._agent_infos(infos)
+        self._add_slot_ids(flat_infos)
+        flat_infos["active"] = match_obs["active"].reshape(-1).astype(np.bool_)
+        flat_infos["_active"] = self._all_slots
+        rewards = match_obs["reward"].reshape(-1).copy()
+        return self._observations(match_obs), rewards, terminated, truncated, flat_infos
+
+    def render(self) -> tuple[Any, ...]:
+        """One frame per match (the ParallelEnv's ``render()``)."""
+        return self.matches.render()
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` once per match; each slot gets its match's result."""
+        return self._per_slot(self.matches.call(name, *args, **kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return self._per_slot(self.matches.get_attr(name))
+
+    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
+        """Set ``name`` on every match: one value for all, or one per slot (a match takes its first slot's)."""
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs:
+                raise ValueError(f"set_attr needs one value per slot ({self.num_envs}), got {len(values)}")
+            values = list(values[:: self.num_agents])
+        self.matches.set_attr(name, values)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.matches.close(**kwargs)
+
+    # ----------------------------------------------------------------- internals
+    def _observations(self, match_obs: dict[str, Any]) -> Any:
+        flat = map_tree(lambda a: a.reshape(self.num_envs, *a.shape[2:]), match_obs["obs"])
+        return map_tree(np.copy, flat) if self.copy else flat
+
+    def _per_match(self, space: Space, batch: Any) -> Any:
+        """The flat action batch as (num_matches, num_agents, ...) arrays (views where possible)."""
+        if isinstance(space, spaces.Dict):
+            return {key: self._per_match(sub, batch[key]) for key, sub in space.spaces.items()}
+        if isinstance(space, spaces.Tuple):
+            return tuple(self._per_match(sub, part) for sub, part in zip(space.spaces, batch, strict=True))
+        array = np.asarray(batch)
+        return array.reshape(self.num_matches, self.num_agents, *array.shape[1:])
+
+    def _per_slot(self, values: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(value for value in values for _ in range(self.num_agents))
+
+    def _match_seeds(self, seed: int | list[int | None] | None) -> int | list[int | None] | None:
+        if seed is None or isinstance(seed, (int, np.integer)):
+            return seed
+        if len(seed) != self.num_envs:
+            raise ValueError(
+                f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                f"but got length={len(seed)}."
+            )
+        return list(seed[:: self.num_agents])
+
+    def _matches_to_reset(self, mask: Any) -> np.ndarray:
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+        if not mask.any():
+            raise ValueError(
+                "`options['reset_mask']` must contain a boolean array with at least one True value, "
+                f"got reset_mask={mask}"
+            )
+        per_match = mask.reshape(self.num_matches, self.num_agents)
+        whole = per_match.all(axis=1)
+        playing = per_match & ~self._ended.reshape(self.num_matches, self.num_agents)
+        cut = np.flatnonzero(playing.any(axis=1) & ~whole)
+        if cut.size:
+            m = int(cut[0])
+            first = m * self.num_agents
+            raise ValueError(
+                f"reset_mask selects agent slots {(first + np.flatnonzero(playing[m])).tolist()} of match {m}, "
+                f"whose agents are still playing, but not all of its slots {first}-{first + self.num_agents - 1}: "
+                "a match resets as a whole"
+            )
+        return whole
+
+    def _agent_infos(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """Spread the matches' per-agent infos over their slots, gymnasium style (arrays plus masks)."""
+        flat: dict[str, Any] = {}
+        if "agent_infos" in infos:
+            rows, mask = infos["agent_infos"], infos["_agent_infos"]
+            for m in np.flatnonzero(mask).tolist():
+                for a, info in enumerate(rows[m]):
+                    if info:
+                        self._add_info(flat, info, m * self.num_agents + a)
+        return flat
+
+    def _add_slot_ids(self, infos: dict[str, Any]) -> None:
+        infos["agent_id"] = self.agent_ids
+        infos["_agent_id"] = self._all_slots
+        infos["match_id"] = self.match_ids
+        infos["_match_id"] = self._all_slots
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
