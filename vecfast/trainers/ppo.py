@@ -99,7 +99,7 @@ class PPOTrainer:
                 order = torch.randperm(n, device=self.device)
                 for i in range(0, n, per_batch):
                     idx = order[i : i + per_batch]
-                    minibatch = s.apply(lambda x, idx=idx: x[idx])
+                    minibatch = s.select(idx)
                     out, grad_norm = self.learner.step(minibatch, advantages[idx], returns[idx])
             elapsed = time.perf_counter() - start
             yield {

@@ -73,6 +73,10 @@ class Trajectories:
             out[f.name] = {k: fn(v) for k, v in value.items()} if isinstance(value, dict) else fn(value)
         return Trajectories(**out)
 
+    def select(self, index: torch.Tensor) -> Trajectories:
+        """A copy of trajectories ``index`` (advanced indexing copies)."""
+        return self.apply(lambda x: x[index])
+
     def __len__(self) -> int:
         return self.first.shape[0]
 
