@@ -29,6 +29,9 @@ DOOM_FULL_GAMES = {
 
 
 def register_envs() -> None:
+    from vecfast.envs.nav.registration import register_nav_envs
+
+    register_nav_envs()
     entries = [
         *((env_id, "scenario_env:DoomScenarioEnv", {"scenario": s}) for env_id, s in DOOM_SCENARIOS.items()),
         *((env_id, "full_game_env:DoomFullGameEnv", kwargs) for env_id, kwargs in DOOM_FULL_GAMES.items()),

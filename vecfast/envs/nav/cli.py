@@ -1,0 +1,32 @@
+"""``vecfast nav ...`` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_nav_commands(subparsers: Any) -> None:
+    """Register ``nav make-scenes`` on the ``vecfast`` command's subparsers."""
+    nav = subparsers.add_parser("nav", help="PointGoal navigation scenes", description="PointGoal navigation scenes.")
+    commands = nav.add_subparsers(dest="nav_command", required=True, metavar="NAV_COMMAND")
+    make = commands.add_parser(
+        "make-scenes",
+        help="generate indoor scenes with their episodes, one .npz per scene",
+        description="Generate scenes 0..NUM-1 of SEED into OUT (deterministic; existing files are kept).",
+    )
+    make.add_argument("--num", type=int, default=200, help="number of scenes (default 200)")
+    make.add_argument("--seed", type=int, default=0, help="seed of the scene set (default 0)")
+    make.add_argument("--out", type=Path, required=True, help="output directory")
+    make.set_defaults(handler=_make_scenes)
+
+
+def _make_scenes(args: argparse.Namespace) -> int:
+    from vecfast.envs.nav.scenes import make_scenes
+
+    if args.num <= 0:
+        raise SystemExit(f"vecfast nav make-scenes: --num must be > 0, got {args.num}")
+    paths = make_scenes(args.num, args.seed, args.out)
+    print(f"{len(paths)} scenes in {args.out}")
+    return 0

@@ -1,0 +1,397 @@
+"""Procedural indoor scenes for PointGoal navigation, one compressed ``.npz`` per scene.
+
+No scan data can be downloaded, so floor plans are generated: a room tree split by walls
+with doors (some splits are corridors between two walls), furniture-like boxes, wall
+heights that vary (partitions lower than the ceiling), and procedural textures. Every
+solid is an axis-aligned box standing on the floor, which is what the batched renderer
+casts rays against. A scene file holds everything that can be computed ahead of time:
+
+- ``boxes`` (B, 6) float32: x0, y0, x1, y1, height, texture id (metres, heights in cm steps)
+- ``occupancy`` / ``walkable`` (rows, cols) bool at ``resolution`` metres: cells inside a
+  solid / cells where the agent's centre may stand (clear of solids by ``agent_radius``,
+  in the largest connected region, so every walkable cell reaches every other)
+- ``textures`` (T, 16, 16, 3) uint8, ``floor_texture``, ``ceiling_texture``, ``ceiling_height``
+- ``goals`` (G, 2) goal cells (row, col) and ``episodes`` (E, 6): start x, start y, start
+  heading, goal x, goal y, geodesic distance, with ``episode_goal`` (E,) the goal index.
+  As in Habitat's datasets, episodes need a geodesic distance of at least ``min_geodesic``
+  and a geodesic/Euclidean ratio above ``min_ratio``.
+
+Scene ``i`` of a set depends only on (seed, i), so sets are reproducible and scenes can be
+generated in any order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vecfast.envs.nav.geodesic import distance_field
+
+FORMAT_VERSION = 1
+RESOLUTION = 0.05  # metres per grid cell
+AGENT_RADIUS = 0.18  # Habitat's PointNav challenge agent
+TEXTURE_SIZE = 16
+NUM_TEXTURES = 10
+GOALS_PER_SCENE = 8
+EPISODES_PER_GOAL = 8
+MIN_GEODESIC = 1.0
+MAX_GEODESIC = 30.0
+MIN_RATIO = 1.1
+DEFAULT_SET_SIZE = 8
+INDEX_FILE = "index.json"
+
+_WALL = 0.12  # wall thickness, metres
+_MIN_ROOM = 1.6  # smallest room side, metres
+
+
+@dataclass
+class Scene:
+    """One scene as stored on disk (see the module docstring for the fields)."""
+
+    name: str
+    boxes: np.ndarray
+    occupancy: np.ndarray
+    walkable: np.ndarray
+    textures: np.ndarray
+    floor_texture: int
+    ceiling_texture: int
+    ceiling_height: float
+    goals: np.ndarray
+    episodes: np.ndarray
+    episode_goal: np.ndarray
+    resolution: float = RESOLUTION
+    agent_radius: float = AGENT_RADIUS
+
+    @property
+    def grid_shape(self) -> tuple[int, int]:
+        return self.walkable.shape
+
+    def save(self, path: Path) -> None:
+        """Write atomically (temp file + rename), so concurrent readers never see half a file."""
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.savez_compressed(
+                f,
+                version=FORMAT_VERSION,
+                boxes=self.boxes,
+                occupancy=self.occupancy,
+                walkable=self.walkable,
+                textures=self.textures,
+                floor_texture=self.floor_texture,
+                ceiling_texture=self.ceiling_texture,
+                ceiling_height=self.ceiling_height,
+                goals=self.goals,
+                episodes=self.episodes,
+                episode_goal=self.episode_goal,
+                resolution=self.resolution,
+                agent_radius=self.agent_radius,
+            )
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Scene:
+        path = Path(path)
+        with np.load(path) as data:
+            if int(data["version"]) != FORMAT_VERSION:
+                raise ValueError(f"{path}: scene format {int(data['version'])}, expected {FORMAT_VERSION}")
+            return cls(
+                name=path.stem,
+                boxes=data["boxes"],
+                occupancy=data["occupancy"],
+                walkable=data["walkable"],
+                textures=data["textures"],
+                floor_texture=int(data["floor_texture"]),
+                ceiling_texture=int(data["ceiling_texture"]),
+                ceiling_height=float(data["ceiling_height"]),
+                goals=data["goals"],
+                episodes=data["episodes"],
+                episode_goal=data["episode_goal"],
+                resolution=float(data["resolution"]),
+                agent_radius=float(data["agent_radius"]),
+            )
+
+
+# ---------------------------------------------------------------------------- geometry
+
+
+def rasterize(
+    boxes: np.ndarray, grid_shape: tuple[int, int], resolution: float, agent_radius: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(occupancy, free): cell centres inside a box, and cell centres farther than ``agent_radius`` from every box."""
+    rows, cols = grid_shape
+    cy = (np.arange(rows) + 0.5) * resolution
+    cx = (np.arange(cols) + 0.5) * resolution
+    occupancy = np.zeros(grid_shape, dtype=bool)
+    free = np.ones(grid_shape, dtype=bool)
+    for x0, y0, x1, y1, *_ in boxes:
+        dx = np.maximum(np.maximum(x0 - cx, cx - x1), 0.0)
+        dy = np.maximum(np.maximum(y0 - cy, cy - y1), 0.0)
+        occupancy[np.ix_((cy >= y0) & (cy <= y1), (cx >= x0) & (cx <= x1))] = True
+        free &= (dy[:, None] ** 2 + dx[None, :] ** 2) > agent_radius**2
+    return occupancy, free
+
+
+def largest_region(free: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The largest connected part of ``free`` (as the geodesic graph connects cells)."""
+    remaining = free.copy()
+    best = np.zeros_like(free)
+    while remaining.sum() > best.sum():
+        cells = np.argwhere(remaining)
+        seed = cells[rng.integers(len(cells))]
+        region = np.isfinite(distance_field(free, (int(seed[0]), int(seed[1])), 1.0))
+        if region.sum() > best.sum():
+            best = region
+        remaining &= ~region
+    return best
+
+
+def _split_room(
+    rect: tuple[float, float, float, float], rng: np.random.Generator, ceiling: float, depth: int
+) -> tuple[list[tuple[float, ...]], list[tuple[float, float, float, float]], list[tuple[float, float]]]:
+    """Split ``rect`` recursively: (wall boxes, leaf rooms, door centres)."""
+    x0, y0, x1, y1 = rect
+    w, h = x1 - x0, y1 - y0
+    long_side = max(w, h)
+    if long_side < 2 * _MIN_ROOM + _WALL or min(w, h) < 2.0 or (depth >= 2 and rng.random() < 0.35) or depth >= 5:
+        return [], [rect], []
+    vertical = w >= h  # the wall runs along y, splitting x
+    lo, hi = (x0, x1) if vertical else (y0, y1)
+    corridor = long_side > 2 * _MIN_ROOM + 3.5 and rng.random() < 0.3
+    gap = round(float(rng.uniform(1.2, 1.6)), 2) if corridor else 0.0
+    cut = round(float(rng.uniform(lo + _MIN_ROOM, hi - _MIN_ROOM - gap - _WALL)), 2)
+    cuts = [cut, cut + _WALL + gap] if corridor else [cut]
+    height = ceiling if rng.random() < 0.75 else round(float(rng.uniform(1.0, 2.0)), 2)
+    texture = int(rng.integers(NUM_TEXTURES - 2))
+    walls: list[tuple[float, ...]] = []
+    doors: list[tuple[float, float]] = []
+    span_lo, span_hi = (y0, y1) if vertical else (x0, x1)
+    for c in cuts:
+        door = float(rng.uniform(0.9, 1.3))
+        d0 = round(float(rng.uniform(span_lo + 0.3, span_hi - 0.3 - door)), 2)
+        d1 = round(d0 + door, 2)
+        for s0, s1 in ((span_lo, d0), (d1, span_hi)):
+            if s1 - s0 > 1e-6:
+                walls.append(
+                    (c, s0, c + _WALL, s1, height, texture) if vertical else (s0, c, s1, c + _WALL, height, texture)
+                )
+        mid = (d0 + d1) / 2
+        doors.append((c + _WALL / 2, mid) if vertical else (mid, c + _WALL / 2))
+    if vertical:
+        parts = [(x0, y0, cuts[0], y1), (cuts[-1] + _WALL, y0, x1, y1)]
+    else:
+        parts = [(x0, y0, x1, cuts[0]), (x0, cuts[-1] + _WALL, x1, y1)]
+    rooms: list[tuple[float, float, float, float]] = []
+    for part in parts:
+        sub_walls, sub_rooms, sub_doors = _split_room(part, rng, ceiling, depth + 1)
+        walls += sub_walls
+        rooms += sub_rooms
+        doors += sub_doors
+    return walls, rooms, doors
+
+
+def _furniture(
+    rooms: list[tuple[float, float, float, float]], doors: list[tuple[float, float]], rng: np.random.Generator
+) -> list[tuple[float, ...]]:
+    """A few boxes per room, apart from each other and from the doors."""
+    placed: list[tuple[float, ...]] = []
+    for x0, y0, x1, y1 in rooms:
+        for _ in range(int(rng.integers(0, 4))):
+            for _try in range(10):
+                w, d = (round(float(v), 2) for v in rng.uniform(0.4, 1.6, size=2))
+                if w > (x1 - x0) - 1.0 or d > (y1 - y0) - 1.0:
+                    continue
+                bx = round(float(rng.uniform(x0, x1 - w)), 2)
+                by = round(float(rng.uniform(y0, y1 - d)), 2)
+                box = (bx, by, bx + w, by + d)
+                near_door = any(
+                    max(box[0] - px, 0, px - box[2]) ** 2 + max(box[1] - py, 0, py - box[3]) ** 2 < 0.9**2
+                    for px, py in doors
+                )
+                overlaps = any(
+                    box[0] < o[2] + 0.1 and o[0] < box[2] + 0.1 and box[1] < o[3] + 0.1 and o[1] < box[3] + 0.1
+                    for o in placed
+                )
+                if not near_door and not overlaps:
+                    height = round(
+                        float(rng.choice([rng.uniform(0.4, 0.8), rng.uniform(0.8, 1.2), rng.uniform(1.6, 2.1)])), 2
+                    )
+                    placed.append((*box, height, int(rng.integers(NUM_TEXTURES - 2))))
+                    break
+    return placed
+
+
+def _textures(rng: np.random.Generator) -> np.ndarray:
+    """Procedural 16x16 textures: noise, stripes, checkers and bricks in random colours."""
+    out = np.empty((NUM_TEXTURES, TEXTURE_SIZE, TEXTURE_SIZE, 3), dtype=np.uint8)
+    yy, xx = np.mgrid[:TEXTURE_SIZE, :TEXTURE_SIZE]
+    for i in range(NUM_TEXTURES):
+        a, b = rng.uniform(30, 230, size=(2, 3))
+        kind = rng.integers(4)
+        if kind == 0:
+            mix = rng.uniform(0, 0.3, size=yy.shape)
+        elif kind == 1:
+            mix = ((xx // int(rng.integers(2, 5))) % 2).astype(float)
+        elif kind == 2:
+            mix = (((xx // 4) + (yy // 4)) % 2).astype(float)
+        else:
+            mix = ((yy % 4 == 0) | ((xx + 4 * ((yy // 4) % 2)) % 8 == 0)).astype(float)
+        img = a[None, None] * (1 - mix[..., None]) + b[None, None] * mix[..., None]
+        out[i] = np.clip(img + rng.normal(0, 6, size=img.shape), 0, 255).astype(np.uint8)
+    return out
+
+
+def _sample_episodes(
+    walkable: np.ndarray, resolution: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Goals and episodes as Habitat samples them: geodesic in range and path not too straight."""
+    cells = np.argwhere(walkable)
+    goals, episodes, episode_goal = [], [], []
+    for _attempt in range(20 * GOALS_PER_SCENE):
+        if len(goals) == GOALS_PER_SCENE:
+            break
+        goal = cells[rng.integers(len(cells))]
+        field = distance_field(walkable, (int(goal[0]), int(goal[1])), resolution)
+        starts = cells[rng.integers(len(cells), size=400)]
+        geo = field[starts[:, 0], starts[:, 1]].astype(np.float64)
+        euclid = np.hypot(*(starts - goal).T) * resolution
+        ok = (geo >= MIN_GEODESIC) & (geo <= MAX_GEODESIC) & (geo > MIN_RATIO * euclid)
+        chosen = np.unique(starts[ok], axis=0)
+        if len(chosen) < EPISODES_PER_GOAL:
+            continue
+        chosen = chosen[rng.permutation(len(chosen))[:EPISODES_PER_GOAL]]
+        gxy = (goal[::-1] + 0.5) * resolution
+        for start in chosen:
+            sxy = (start[::-1] + 0.5) * resolution
+            heading = rng.uniform(-math.pi, math.pi)
+            episodes.append((sxy[0], sxy[1], heading, gxy[0], gxy[1], field[start[0], start[1]]))
+            episode_goal.append(len(goals))
+        goals.append(goal)
+    if len(goals) < GOALS_PER_SCENE:
+        raise RuntimeError("scene too open or too small to sample episodes; try another seed")
+    return np.array(goals, np.int32), np.array(episodes, np.float32), np.array(episode_goal, np.int32)
+
+
+def generate_scene(seed: int, index: int, name: str | None = None) -> Scene:
+    """Scene ``index`` of the set generated from ``seed``."""
+    rng = np.random.default_rng([seed, index])
+    width, depth = (round(float(v), 1) for v in rng.uniform(7.0, 13.0, size=2))
+    ceiling = round(float(rng.uniform(2.4, 3.2)), 2)
+    outer = [
+        (0.0, 0.0, width, _WALL),
+        (0.0, depth - _WALL, width, depth),
+        (0.0, 0.0, _WALL, depth),
+        (width - _WALL, 0.0, width, depth),
+    ]
+    outer_texture = int(rng.integers(NUM_TEXTURES - 2))
+    boxes = [(*b, ceiling, outer_texture) for b in outer]
+    walls, rooms, doors = _split_room((_WALL, _WALL, width - _WALL, depth - _WALL), rng, ceiling, 0)
+    boxes += walls + _furniture(rooms, doors, rng)
+    boxes_arr = np.array(boxes, dtype=np.float32)
+    grid_shape = (math.ceil(depth / RESOLUTION), math.ceil(width / RESOLUTION))
+    occupancy, free = rasterize(boxes_arr, grid_shape, RESOLUTION, AGENT_RADIUS)
+    walkable = largest_region(free, rng)
+    goals, episodes, episode_goal = _sample_episodes(walkable, RESOLUTION, rng)
+    return Scene(
+        name=name or f"scene_{seed}_{index:05d}",
+        boxes=boxes_arr,
+        occupancy=occupancy,
+        walkable=walkable,
+        textures=_textures(rng),
+        floor_texture=NUM_TEXTURES - 2,
+        ceiling_texture=NUM_TEXTURES - 1,
+        ceiling_height=ceiling,
+        goals=goals,
+        episodes=episodes,
+        episode_goal=episode_goal,
+    )
+
+
+# ---------------------------------------------------------------------------- scene sets
+
+
+def make_scenes(num: int, seed: int, out_dir: str | Path) -> list[Path]:
+    """Generate scenes ``0 .. num-1`` of ``seed`` into ``out_dir`` (existing ones are kept) and index them."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(num):
+        path = out / f"scene_{seed}_{i:05d}.npz"
+        if not path.exists():
+            generate_scene(seed, i, path.stem).save(path)
+        paths.append(path)
+    write_index(out)
+    return paths
+
+
+def write_index(scene_dir: Path) -> None:
+    """Record the scene files and the largest grid, so envs can size their slots without opening every file."""
+    entries = []
+    for path in sorted(scene_dir.glob("*.npz")):
+        with np.load(path) as data:
+            entries.append(
+                {"file": path.name, "grid_shape": list(data["walkable"].shape), "num_boxes": len(data["boxes"])}
+            )
+    index = {"version": FORMAT_VERSION, "scenes": entries}
+    tmp = scene_dir / f".{INDEX_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(index, indent=1) + "\n")
+    os.replace(tmp, scene_dir / INDEX_FILE)
+
+
+@dataclass(frozen=True)
+class SceneIndex:
+    """A scene directory's files and the largest grid and box count among them (to size resident slots)."""
+
+    files: list[Path]
+    grid_shape: tuple[int, int]
+    max_boxes: int
+
+
+def read_index(scene_dir: str | Path) -> SceneIndex:
+    """The index of a scene directory, written by :func:`make_scenes`."""
+    scene_dir = Path(scene_dir)
+    index_path = scene_dir / INDEX_FILE
+    if not index_path.exists():
+        raise FileNotFoundError(f"{scene_dir} has no {INDEX_FILE}: create it with `vecfast nav make-scenes --out DIR`")
+    index = json.loads(index_path.read_text())
+    if index.get("version") != FORMAT_VERSION or not index["scenes"]:
+        raise ValueError(f"{index_path}: no scenes of format version {FORMAT_VERSION}")
+    entries = index["scenes"]
+    return SceneIndex(
+        files=[scene_dir / e["file"] for e in entries],
+        grid_shape=(max(e["grid_shape"][0] for e in entries), max(e["grid_shape"][1] for e in entries)),
+        max_boxes=max(e["num_boxes"] for e in entries),
+    )
+
+
+def default_scene_dir(num: int = DEFAULT_SET_SIZE, seed: int = 0) -> Path:
+    """The default scene set in the user cache (``$XDG_CACHE_HOME``, else ``~/.cache``), generated on first use.
+
+    A file lock makes concurrent first uses (say, the workers of a vector env) generate it once.
+    """
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    out = cache / "vecfast" / "nav" / f"scenes-v{FORMAT_VERSION}-seed{seed}-n{num}"
+    if (out / INDEX_FILE).exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    with _locked(out / ".lock"):
+        if not (out / INDEX_FILE).exists():
+            make_scenes(num, seed, out)
+    return out
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

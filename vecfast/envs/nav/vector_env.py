@@ -1,0 +1,138 @@
+"""``BatchedPointNavEnv``: PointGoal navigation for a whole batch of envs in one simulator call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from vecfast.envs.nav.scenes import default_scene_dir, read_index
+from vecfast.envs.nav.sim import NavConfig, NavSim, entropy_seed
+
+_EPISODE_METRICS = ("success", "spl", "episode_return", "episode_length")
+
+
+def observation_space(config: NavConfig) -> gym.spaces.Dict:
+    """One env's observations: Habitat's depth sensor (metres), optional RGB, and the goal as (distance, angle)."""
+    spaces: dict[str, gym.Space] = {
+        "depth": gym.spaces.Box(0.0, config.max_depth, (config.height, config.width, 1), np.float32),
+        "pointgoal_with_gps_compass": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+    }
+    if config.rgb:
+        spaces["rgb"] = gym.spaces.Box(0, 255, (config.height, config.width, 3), np.uint8)
+    return gym.spaces.Dict(spaces)
+
+
+def make_sim(
+    num_envs: int,
+    scenes: str | Path | None,
+    max_envs_per_scene: int,
+    rotation_episodes: int | None,
+    scene_seed: int,
+    device: str | torch.device,
+    config_kwargs: dict[str, Any],
+) -> NavSim:
+    """The simulator both env classes build on; ``scenes=None`` uses the default set in the user cache."""
+    index = read_index(scenes if scenes is not None else default_scene_dir())
+    config = NavConfig(**config_kwargs)
+    return NavSim(num_envs, index, max_envs_per_scene, rotation_episodes, scene_seed, config, device)
+
+
+class BatchedPointNavEnv(VectorEnv):
+    """PointGoal navigation (Habitat's task) for ``num_envs`` agents, stepped, rendered and reset as one batch.
+
+    Actions: 0 STOP, 1 MOVE_FORWARD (0.25 m), 2 TURN_LEFT, 3 TURN_RIGHT (10 deg). Reward:
+    decrease of the geodesic distance to the goal, +2.5 on success (STOP within
+    ``success_distance`` of the goal), -0.01 per step; episodes end on STOP or after 500 steps.
+
+    Observations, rewards, flags and infos are torch tensors on ``device`` (no copy between
+    the simulator and a policy on the same device); actions may be numpy or torch. Autoreset
+    follows gymnasium's NEXT_STEP mode. ``info`` holds ``distance_to_goal`` for every env and,
+    for envs whose episode ended on this step (mask ``info["_success"]`` and alike),
+    ``success``, ``spl``, ``episode_return`` and ``episode_length``.
+
+    Scenes come from ``scenes`` (a directory made by ``vecfast nav make-scenes``; default:
+    a small set in the user cache). Groups of ``max_envs_per_scene`` envs share a scene,
+    ``ceil(num_envs / max_envs_per_scene)`` are referenced (plus one while a group moves to
+    its next scene) and each resident scene is held once; after ``rotation_episodes``
+    episodes a group moves on to the next scene of the dataset, loaded in the background.
+    Other keyword arguments are :class:`NavConfig` fields (``width``, ``height``, ``rgb``, ...).
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        num_envs: int,
+        scenes: str | Path | None = None,
+        max_envs_per_scene: int = 32,
+        device: str | torch.device = "cpu",
+        rotation_episodes: int | None = None,
+        scene_seed: int = 0,
+        **config_kwargs: Any,
+    ) -> None:
+        self.sim = make_sim(num_envs, scenes, max_envs_per_scene, rotation_episodes, scene_seed, device, config_kwargs)
+        self.num_envs = num_envs
+        self.device = self.sim.device
+        self.single_observation_space = observation_space(self.sim.config)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.single_action_space = gym.spaces.Discrete(4)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._needs_reset = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self._all = torch.ones(num_envs, dtype=torch.bool, device=self.device)
+        self.sim.seed(torch.arange(num_envs, device=self.device) + entropy_seed())
+
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """Start a new episode in every env; an int ``seed`` seeds env i with ``seed + i``."""
+        if options and options.get("reset_mask") is not None:
+            raise ValueError("BatchedPointNavEnv resets automatically (NEXT_STEP); reset_mask is not supported")
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} envs")
+            self.sim.seed(torch.tensor(seeds, device=self.device))
+        self.sim.reset_envs(self._all)
+        self._needs_reset.zero_()
+        return self.sim.observe(), {"distance_to_goal": self.sim.distance.clone()}
+
+    def step(
+        self, actions: np.ndarray | torch.Tensor
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        sim = self.sim
+        actions = torch.as_tensor(actions, device=self.device).long().view(-1)
+        if actions.shape[0] != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions, got {actions.shape[0]}")
+        if ((actions < 0) | (actions > 3)).any():
+            bad = int(torch.nonzero((actions < 0) | (actions > 3))[0])
+            raise ValueError(f"env {bad}: action {int(actions[bad])} is not in Discrete(4)")
+        resetting = self._needs_reset
+        if resetting.any():
+            sim.reset_envs(resetting)
+        result = sim.act(actions, ~resetting)
+        done = result.terminated | result.truncated
+        info: dict[str, Any] = {
+            "distance_to_goal": sim.distance.clone(),
+            "success": result.success,
+            "spl": sim.spl(result.success),
+            "episode_return": sim.episode_return.clone(),
+            "episode_length": sim.steps.clone(),
+        }
+        for key in _EPISODE_METRICS:
+            info[f"_{key}"] = done
+        self._needs_reset = done
+        return sim.observe(), result.reward, result.terminated, result.truncated, info
+
+    @property
+    def resident_scenes(self) -> list[str]:
+        """Names of the scenes held in memory, by slot (``""`` for a free slot)."""
+        return self.sim.bank.resident
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.sim.close()
