@@ -1,8 +1,18 @@
-"""Built-in trainers (APPO, PPO) behind one small protocol, and the algorithm registry."""
+"""Built-in trainers (APPO, PPO) behind one small protocol, the algorithm registry, and ``train()``."""
 
-from vecfast.trainers import appo, ppo  # noqa: F401  (register "appo" and "ppo")
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.registry import Trainer, get_algo, register_algo, registered_algos
+from vecfast.trainers.train import TrainResult, load_policy, train
 
-__all__ = ["ActorCritic", "TrainConfig", "Trainer", "get_algo", "register_algo", "registered_algos"]
+__all__ = [
+    "ActorCritic",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "get_algo",
+    "load_policy",
+    "register_algo",
+    "registered_algos",
+    "train",
+]

@@ -53,8 +53,10 @@ class TrainConfig:
     device: str = "auto"  # "auto": CUDA when torch sees a GPU, else CPU
     torch_threads: int = 1
     seed: int | None = None
+    env_frameskip: int | None = None  # frames per env step in env_frames; None: the envs' frame_skip, else 1
     # run directory
     save_every_sec: float = 120.0
+    save_best_every_sec: float | None = 30.0  # at most this often, checkpoint an improved mean return (best.pt)
     keep_checkpoints: int = 2
     stats_avg: int = 100  # episodes in the running mean of returns
 

@@ -1,0 +1,110 @@
+"""``train()``: env arguments, the run directory (config, metrics, atomic checkpoints), the policy, stopping."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from helpers import descendants, wait_gone
+
+from vecfast.trainers import TrainResult, load_policy, train
+from vecfast.trainers.run_dir import RunDir, load_checkpoint
+
+FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
+
+
+def check_run_dir(result: TrainResult, algo: str, total: int) -> list[dict]:
+    config = json.loads((result.run_dir / "config.json").read_text())
+    assert config["algo"] == algo and config["total_env_steps"] == total
+    assert config["config"]["rollout"] == 16 and config["config"]["use_rnn"] is False  # vector-obs family defaults
+    lines = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert lines and all("env_frames" in m and "policy_lag_avg" in m for m in lines)
+    steps = [m["env_steps"] for m in lines]
+    assert steps == sorted(steps) and steps[-1] >= total
+    assert result.stats["env_steps"] == steps[-1] == result.stats["env_frames"]  # CartPole has no frame skip
+    assert set(result.stats["policy_lag"]) == {"min", "avg", "max"}
+    assert np.isfinite(result.stats["mean_episode_return"]) and result.stats["fps"] > 0
+    return lines
+
+
+@pytest.mark.parametrize("algo", ["appo", "ppo"])
+def test_train_by_env_id_writes_a_complete_run(algo: str, tmp_path: Path) -> None:
+    result = train("CartPole-v1", algo=algo, total_env_steps=3000, run_dir=tmp_path / "run", seed=0, **FAST)
+    check_run_dir(result, algo, 3000)
+    checkpoints = RunDir(result.run_dir).last_checkpoints()
+    assert checkpoints and checkpoints[0].name == f"last_{result.stats['env_steps']:012d}.pt"
+    assert len(checkpoints) <= 2
+    # the saved policy acts exactly as the returned one
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    saved = load_policy(result.run_dir, which="last")
+    np.testing.assert_array_equal(saved.act(obs, deterministic=True), result.policy.act(obs, deterministic=True))
+    assert result.policy.act(obs).shape == (5,)
+
+
+def test_train_leaves_a_given_env_open_and_takes_factories(make_async: Callable, tmp_path: Path) -> None:
+    env = make_async([lambda: gym.make("CartPole-v1")] * 4, num_workers=1, batch_size=2)
+    result = train(env, total_env_steps=1000, run_dir=tmp_path / "given", **FAST)
+    assert result.stats["env_steps"] >= 1000
+    obs, _ = env.reset(seed=1)  # still usable
+    assert obs.shape == (4, 4)
+    made = []
+
+    def factory() -> gym.vector.VectorEnv:
+        made.append(gym.make_vec("CartPole-v1", 4, vectorization_mode="sync"))
+        return made[-1]
+
+    result = train(factory, algo="ppo", total_env_steps=1000, run_dir=tmp_path / "factory", **FAST)
+    assert result.stats["env_steps"] >= 1000 and made[0].closed
+    with pytest.raises(TypeError, match="unknown config keys"):
+        train(env, total_env_steps=10, run_dir=tmp_path / "bad", num_envs=3)
+
+
+def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) -> None:
+    run = RunDir(tmp_path, keep=3)
+    run.save({"step": 1}, 100)
+    newest = run.save({"step": 2}, 200)
+    run.close()
+    newest.write_bytes(newest.read_bytes()[:20])  # as if killed mid-write without the atomic rename
+    assert load_checkpoint(tmp_path)["step"] == 1
+    assert not list(tmp_path.glob("checkpoints/.*.tmp"))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_training_saves_and_cleans_up(signum: int, tmp_path: Path) -> None:
+    script = (
+        "import vecfast.trainers as t\n"
+        f"r = t.train('CartPole-v1', total_env_steps=10**9, run_dir={str(tmp_path)!r}, num_workers=2,"
+        " num_envs_per_worker=4, rollout=16, batch_size=64)\n"
+        "print('STOPPED', r.stats['interrupted'], r.stats['env_steps'], flush=True)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        metrics = tmp_path / "metrics.jsonl"
+        deadline = time.monotonic() + 60
+        while not (metrics.exists() and metrics.stat().st_size > 0) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert metrics.exists(), "training did not start"
+        children = descendants(proc.pid)
+        assert children, "no env workers"
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=30)
+        stop_seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "STOPPED True" in out, out
+    assert stop_seconds < 10
+    steps = int(out.split()[-1])
+    assert load_checkpoint(tmp_path)["metrics"]["env_steps"] == steps
+    assert not wait_gone(children, timeout=5), "env workers outlived the run"
+    assert os.path.exists(tmp_path / "config.json")

@@ -1,0 +1,282 @@
+"""``vecfast.train()``: build the env and the trainer, run until the budget, keep a run directory.
+
+Config layers, lowest first: :class:`TrainConfig` defaults, the env family's defaults
+(image observations: Sample Factory's conv + GRU settings; vector observations: a small
+MLP), the algorithm's registered defaults, then the caller's overrides.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import VectorEnv
+
+from vecfast.trainers import appo, ppo  # noqa: F401  (register the built-in algorithms)
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.models import ActorCritic, is_image, observation_spaces
+from vecfast.trainers.registry import get_algo
+from vecfast.trainers.run_dir import RunDir, default_run_dir, load_checkpoint
+from vecfast.vector.make import make_vec
+
+# model and learning defaults for envs without image observations (classic control and the like)
+VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
+    "use_rnn": False,
+    "encoder_mlp_layers": (64, 64),
+    "nonlinearity": "tanh",
+    "learning_rate": 1e-3,
+    "max_grad_norm": 0.5,
+    "exploration_loss_coeff": 0.0,
+}
+SAMPLING_KEYS = ("num_workers", "num_envs_per_worker", "seed")
+
+
+@dataclass
+class TrainResult:
+    """What a run produced: its directory, the trained policy (``policy.act(obs)``) and summary stats."""
+
+    run_dir: Path
+    policy: ActorCritic
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def family_defaults(env: VectorEnv) -> dict[str, Any]:
+    """Defaults for the kind of observations this env has."""
+    if any(is_image(s) for s in observation_spaces(env.single_observation_space).values()):
+        return {}  # TrainConfig's defaults are Sample Factory's, for pixels
+    return dict(VECTOR_FAMILY_DEFAULTS)
+
+
+def _build_env(env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig, double_buffered: bool) -> VectorEnv:
+    if isinstance(env, VectorEnv):
+        return env
+    if callable(env):
+        built = env()
+        if not isinstance(built, VectorEnv):
+            raise TypeError(f"the env factory returned {type(built).__name__}, not a gymnasium VectorEnv")
+        return built
+    vector_kwargs: dict[str, Any] = {"num_workers": cfg.num_workers}
+    if double_buffered and cfg.num_envs >= 2:
+        vector_kwargs["batch_size"] = cfg.num_envs // 2
+    return make_vec(env, num_envs=cfg.num_envs, vectorization_mode="shared_memory", vector_kwargs=vector_kwargs)
+
+
+def _env_name(env: str | Callable[[], VectorEnv] | VectorEnv, built: VectorEnv) -> str:
+    if isinstance(env, str):
+        return env
+    spec = getattr(built.unwrapped, "spec", None) or getattr(built, "spec", None)
+    return spec.id if spec is not None else type(built.unwrapped).__name__
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("vecfast")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _frameskip(env: VectorEnv, cfg: TrainConfig) -> int:
+    """Frames per env step: ``env_frameskip`` if set, else the envs' ``frame_skip`` attribute, else 1."""
+    if cfg.env_frameskip is not None:
+        return cfg.env_frameskip
+    try:
+        values = env.get_attr("frame_skip")
+    except Exception:  # the envs have no such attribute
+        return 1
+    return int(values[0]) if len(set(values)) == 1 and isinstance(values[0], (int, np.integer)) else 1
+
+
+class _StopRequest:
+    """SIGTERM (and Ctrl-C) ask the loop to stop after the current iteration, then save and clean up."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def train(
+    env: str | Callable[[], VectorEnv] | VectorEnv,
+    algo: str = "appo",
+    total_env_steps: int = 1_000_000,
+    run_dir: str | os.PathLike | None = None,
+    live: bool = False,
+    **overrides: Any,
+) -> TrainResult:
+    """Train ``algo`` on ``env`` for ``total_env_steps`` env steps (transitions), one line.
+
+    ``env``: a registered gymnasium id (vecfast builds an AsyncSharedMemVectorEnv of
+    ``num_workers * num_envs_per_worker`` envs, double-buffered for APPO), a function that
+    returns a VectorEnv, or a VectorEnv (which is left open). ``overrides``: any
+    :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``.
+    ``run_dir`` (default ``runs/<env>_<algo>_<time>``) receives the config, metrics and
+    checkpoints. ``live``: print a status line per learner iteration.
+    Ctrl-C or SIGTERM stops training early: a final checkpoint is saved and the result returned.
+
+    ``stats["env_frames"]`` counts frames as Sample Factory does (env steps times the
+    env's frame skip); ``fps`` is env frames per second.
+    """
+    spec = get_algo(algo)
+    sampling = TrainConfig.from_overrides(**{**spec.defaults, **overrides})
+    vec_env = _build_env(env, sampling, spec.double_buffered)
+    owns_env = vec_env is not env
+    trainer = None
+    run = None
+    try:
+        cfg = TrainConfig.from_overrides(**{**family_defaults(vec_env), **spec.defaults, **overrides})
+        frameskip = _frameskip(vec_env, cfg)
+        env_name = _env_name(env, vec_env)
+        run = RunDir(run_dir if run_dir is not None else default_run_dir(env_name, algo), cfg.keep_checkpoints)
+        run.write_config(
+            {
+                "algo": algo,
+                "env": env_name,
+                "total_env_steps": total_env_steps,
+                "env_frameskip": frameskip,
+                "num_envs": vec_env.num_envs,
+                "vecfast_version": _version(),
+                "config": cfg.to_dict(),
+            }
+        )
+        trainer = spec.factory(vec_env, cfg, total_env_steps)
+        stats = _run(trainer, run, cfg, total_env_steps, frameskip, algo, env_name, vec_env, live)
+        return TrainResult(run.path, trainer.model.eval(), stats)
+    finally:
+        if trainer is not None:
+            trainer.close()
+        if run is not None:
+            run.close()
+        if owns_env:
+            vec_env.close()
+
+
+def _run(
+    trainer: Any,
+    run: RunDir,
+    cfg: TrainConfig,
+    total_env_steps: int,
+    frameskip: int,
+    algo: str,
+    env_name: str,
+    env: VectorEnv,
+    live: bool,
+) -> dict[str, Any]:
+    start = time.perf_counter()
+    last_save, last_best = start, -np.inf
+    best_return = -np.inf
+    lag_min, lag_max, lag_sum, iterations = np.inf, -np.inf, 0.0, 0
+    metrics: dict[str, Any] = {"env_steps": 0}
+    interrupted = False
+
+    def checkpoint(is_best: bool = False) -> None:
+        state = {
+            **trainer.state_dict(),
+            "algo": algo,
+            "env": env_name,
+            "config": cfg.to_dict(),
+            "observation_space": env.single_observation_space,
+            "action_space": env.single_action_space,
+            "metrics": metrics,
+        }
+        run.save(state, int(metrics["env_steps"]), best=is_best)
+
+    with _StopRequest() as stop:
+        try:
+            for metrics in trainer.iterations():
+                elapsed = time.perf_counter() - start
+                metrics = {
+                    **metrics,
+                    "env_frames": metrics["env_steps"] * frameskip,
+                    "fps": metrics["fps"] * frameskip,
+                    "time": elapsed,
+                }
+                iterations += 1
+                lag_min = min(lag_min, metrics["policy_lag_min"])
+                lag_max = max(lag_max, metrics["policy_lag_max"])
+                lag_sum += metrics["policy_lag_avg"]
+                run.log(metrics)
+                if live:
+                    _print_status(metrics, total_env_steps)
+                now = time.perf_counter()
+                mean_return = metrics.get("mean_episode_return", -np.inf)
+                best = (
+                    cfg.save_best_every_sec is not None
+                    and now - last_best >= cfg.save_best_every_sec
+                    and metrics.get("episodes", 0) >= min(cfg.stats_avg, 10)
+                    and mean_return > best_return
+                )
+                if best or now - last_save >= cfg.save_every_sec:
+                    checkpoint(is_best=best)
+                    last_save = now
+                    if best:
+                        best_return, last_best = mean_return, now
+                if metrics["env_steps"] >= total_env_steps or stop.requested:
+                    interrupted = stop.requested
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+    checkpoint()
+    elapsed = time.perf_counter() - start
+    stats = {
+        "env_steps": int(metrics["env_steps"]),
+        "env_frames": int(metrics["env_steps"]) * frameskip,
+        "fps": metrics.get("fps", 0.0),
+        "mean_episode_return": metrics.get("mean_episode_return", float("nan")),
+        "episodes": metrics.get("episodes", 0),
+        "policy_lag": {
+            "min": float(lag_min) if iterations else 0.0,
+            "avg": lag_sum / iterations if iterations else 0.0,
+            "max": float(lag_max) if iterations else 0.0,
+        },
+        "learner_steps": metrics.get("learner_steps", 0),
+        "time": elapsed,
+        "interrupted": interrupted,
+    }
+    return stats
+
+
+def _print_status(metrics: dict[str, Any], total_env_steps: int) -> None:
+    ret = metrics.get("mean_episode_return")
+    print(
+        f"frames {metrics['env_frames']:>10,}  steps {metrics['env_steps']:>9,}/{total_env_steps:,}  "
+        f"fps {metrics['fps']:>7.0f}  return {'-' if ret is None else f'{ret:8.2f}'}  "
+        f"lag {metrics['policy_lag_avg']:.1f} (max {metrics['policy_lag_max']:.0f})  "
+        f"entropy {metrics['entropy']:.3f}",
+        flush=True,
+    )
+
+
+def load_policy(run_dir: str | os.PathLike, which: str = "best") -> ActorCritic:
+    """The policy of a run directory (its best checkpoint, or the last if it has no best), on CPU."""
+    try:
+        state = load_checkpoint(run_dir, which)
+    except FileNotFoundError:
+        if which != "best":
+            raise
+        state = load_checkpoint(run_dir, "last")
+    cfg = TrainConfig.from_overrides(**state["config"])
+    model = ActorCritic(state["observation_space"], state["action_space"], cfg)
+    model.load_state_dict(state["model"])
+    return model.eval()
+
+
+__all__ = ["TrainResult", "load_policy", "train"]
