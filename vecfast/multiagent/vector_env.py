@@ -59,8 +59,11 @@ class MultiAgentVectorEnv(VectorEnv):
         env_fns: one function per match that creates its PettingZoo ParallelEnv.
         copy: return copies of the observations (else views that the next step overwrites).
         autoreset_mode: ``NEXT_STEP`` (default) or ``DISABLED``.
-        num_workers, step_timeout, spin_us, close_timeout, context, daemon: as for
+        num_workers, step_timeout, spin_us, close_timeout, context: as for
             :class:`~vecfast.vector.AsyncSharedMemVectorEnv`, which runs the matches.
+        daemon: start workers as daemon processes. Off by default, as a daemon process may
+            not start processes of its own and a match may (a Doom match runs one per
+            player); workers die with their owner either way.
 
     Raises:
         vecfast.vector.EnvError: a ParallelEnv cannot be created, declares no
@@ -79,7 +82,7 @@ class MultiAgentVectorEnv(VectorEnv):
         spin_us: float = 200.0,
         close_timeout: float = 10.0,
         context: str | None = None,
-        daemon: bool = True,
+        daemon: bool = False,
     ) -> None:
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
