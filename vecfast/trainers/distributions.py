@@ -19,9 +19,9 @@ class ActionDistribution:
     def __init__(self, kind: str, params: torch.Tensor, nvec: list[int], log_std: torch.Tensor | None) -> None:
         self.kind = kind
         if kind == "box":
-            self.dists = [Normal(params, log_std.expand_as(params).exp())]
-        else:
-            self.dists = [Categorical(logits=logits) for logits in params.split(nvec, dim=-1)]
+            self.dists = [Normal(params, log_std.expand_as(params).exp(), validate_args=False)]
+        else:  # (argument validation costs more than the sampling itself at inference batch sizes)
+            self.dists = [Categorical(logits=logits, validate_args=False) for logits in params.split(nvec, dim=-1)]
 
     def sample(self) -> torch.Tensor:
         return self._actions([d.sample() for d in self.dists])

@@ -68,16 +68,19 @@ class ConvEncoder(nn.Module):
         for out_channels, kernel, stride in CONV_ARCHITECTURES[cfg.encoder_conv_architecture]:
             layers += [nn.Conv2d(c, out_channels, kernel, stride), activation()]
             c = out_channels
-        self.conv = nn.Sequential(*layers, nn.Flatten())
+        # channels-last is oneDNN's fast layout for these convolutions (~1.3x on CPU)
+        self.conv = nn.Sequential(*layers, nn.Flatten()).to(memory_format=torch.channels_last)
         with torch.no_grad():
             flat = self.conv(torch.zeros(1, shape[2] if self.channels_last else shape[0], h, w)).shape[1]
         self.mlp = _mlp([flat, *cfg.encoder_conv_mlp_layers], activation)
         self.out_features = cfg.encoder_conv_mlp_layers[-1] if cfg.encoder_conv_mlp_layers else flat
+        self.bf16 = cfg.encoder_bf16
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.channels_last:
-            x = x.permute(0, 3, 1, 2)
-        return self.mlp(self.conv(x.float() * (1.0 / 255.0)))
+        # NHWC data permuted is already a channels-last view; NCHW data is copied while still uint8
+        x = x.permute(0, 3, 1, 2) if self.channels_last else x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            return self.mlp(self.conv(x.float() * (1.0 / 255.0))).float()
 
 
 class VectorEncoder(nn.Module):

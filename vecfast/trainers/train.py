@@ -229,7 +229,8 @@ def _run(
                     last_save = now
                     if best:
                         best_return, last_best = mean_return, now
-                if metrics["env_steps"] >= total_env_steps or stop.requested:
+                out_of_time = cfg.train_for_seconds is not None and elapsed >= cfg.train_for_seconds
+                if metrics["env_steps"] >= total_env_steps or out_of_time or stop.requested:
                     interrupted = stop.requested
                     break
         except KeyboardInterrupt:
