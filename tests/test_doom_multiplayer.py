@@ -1,0 +1,180 @@
+"""PettingZoo multiplayer Doom: networked matches of real VizDoom games (host + joiners on 127.0.0.1).
+
+The env must pass PettingZoo's own API tests, play whole matches (figures every step, the
+outcome at the end), run several matches side by side on automatically chosen ports, and
+never hang or leak: a dead player or a taken port restarts the match, and killing the owner
+leaves no game process and nothing in /dev/shm.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+from helpers import descendants, shm_entries, shm_files_used_by, wait_gone
+from pettingzoo.test import api_test, parallel_api_test
+
+from vecfast.multiagent import MultiAgentVectorEnv, doom_deathmatch_v0, doom_duel_v0, doom_match
+
+pytestmark = pytest.mark.timeout(120)
+
+SHORT = 0.05  # minutes: 105 tics, 52 steps at frame skip 2
+NOOP = np.array([0, 0, 0, 0, 0, 0, 10])
+
+
+@pytest.fixture(autouse=True)
+def fresh_cwd(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def games() -> list[psutil.Process]:
+    return [p for p in descendants() if p.name() == "vizdoom"]
+
+
+def play_until_over(env: Any, rng: np.random.Generator) -> tuple[int, dict, dict]:
+    space = env.action_space(env.possible_agents[0])
+    steps = 0
+    while env.agents:
+        actions = {agent: rng.integers(0, space.nvec) for agent in env.agents}
+        _, rewards, terminations, truncations, infos = env.step(actions)
+        steps += 1
+    return steps, truncations, infos
+
+
+def test_pettingzoo_api_tests() -> None:
+    env = doom_duel_v0.parallel_env(timelimit_minutes=SHORT)
+    try:
+        parallel_api_test(env, num_cycles=300)  # crosses the end of a match
+    finally:
+        env.close()
+    aec = doom_duel_v0.env(timelimit_minutes=SHORT)
+    try:
+        api_test(aec, num_cycles=50)
+    finally:
+        aec.close()
+
+
+def test_a_duel_plays_to_its_time_limit_and_starts_again() -> None:
+    env = doom_duel_v0.parallel_env(timelimit_minutes=SHORT)
+    try:
+        obs, infos = env.reset(seed=0)
+        assert set(obs) == {"player_0", "player_1"}
+        for agent in env.agents:
+            assert env.observation_space(agent).contains(obs[agent])
+        assert env.action_space("player_1") == env.action_space("player_0")
+        _, _, _, _, step_infos = env.step({agent: NOOP for agent in env.agents})
+        for agent in env.possible_agents:
+            assert {"frags", "deaths", "damage_dealt", "damage_taken", "hits", "hits_taken"} <= set(step_infos[agent])
+        steps, truncations, infos = play_until_over(env, np.random.default_rng(0))
+        assert steps + 1 in (52, 53)  # 105 tics at 2 tics per step
+        assert all(truncations.values())
+        outcomes = sorted(infos[agent]["outcome"] for agent in env.possible_agents)
+        frags = [infos[agent]["frags"] for agent in env.possible_agents]
+        assert outcomes == (["draw", "draw"] if frags[0] == frags[1] else ["loss", "win"])
+        assert env.restarts == 0
+        env.reset(seed=1)
+        _, _, _, truncations, _ = env.step({agent: NOOP for agent in env.agents})
+        assert not any(truncations.values())
+    finally:
+        env.close()
+
+
+def test_matches_side_by_side_as_one_vector_env(process_guard: Any) -> None:
+    env = MultiAgentVectorEnv([lambda: doom_duel_v0.parallel_env(timelimit_minutes=SHORT)] * 2, num_workers=2)
+    process_guard.watch(descendants())
+    try:
+        obs, infos = env.reset(seed=0)
+        assert env.num_envs == 4 and obs["screen"].shape == (4, 3, 72, 128)
+        assert infos["agent_id"].tolist() == ["player_0", "player_1"] * 2
+        assert len(set(env.get_attr("port"))) == 2
+        ended = 0
+        for _ in range(110):  # two matches each (52-53 steps, then a reset step)
+            actions = np.stack([env.single_action_space.sample() for _ in range(env.num_envs)])
+            obs, rewards, terminated, truncated, infos = env.step(actions)
+            assert not terminated.any()
+            ended += int(truncated.sum())
+        assert ended == 8  # each player of each match, twice
+        assert len(games()) == 4
+        assert env.get_attr("restarts") == (0,) * 4
+    finally:
+        env.close()
+
+
+def test_a_dead_player_restarts_the_match(process_guard: Any) -> None:
+    env = doom_duel_v0.parallel_env(timelimit_minutes=1.0, timeout=5.0)
+    try:
+        env.reset(seed=0)
+        for _ in range(3):
+            env.step({agent: NOOP for agent in env.agents})
+        victims = games()
+        assert len(victims) == 2
+        victims[1].kill()
+        started = time.monotonic()
+        for _ in range(10):  # the other game waits for the dead one: a timeout, not a hang
+            _, rewards, _, truncations, infos = env.step({agent: NOOP for agent in env.agents})
+            if not env.agents:
+                break
+        assert time.monotonic() - started < 30
+        assert all(truncations.values()) and "match_restarted" in infos["player_0"]
+        assert env.restarts == 1
+        assert wait_gone(victims, timeout=5) == []
+        env.reset(seed=1)
+        _, _, _, truncations, _ = env.step({agent: NOOP for agent in env.agents})
+        assert not any(truncations.values())
+    finally:
+        env.close()
+    assert games() == []
+
+
+def test_a_taken_port_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    taken.bind(("", 0))
+    picks = iter([taken.getsockname()[1]])
+    real = doom_match.free_udp_port
+    monkeypatch.setattr(doom_match, "free_udp_port", lambda: next(picks, None) or real())
+    env = doom_deathmatch_v0.parallel_env(num_agents=2, timelimit_minutes=SHORT, timeout=3.0)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert set(obs) == {"player_0", "player_1"}
+        assert env.restarts >= 1
+    finally:
+        env.close()
+        taken.close()
+
+
+def test_killing_the_owner_leaves_no_game_and_no_shared_memory(tmp_path: Any, process_guard: Any) -> None:
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from vecfast.multiagent import doom_duel_v0
+        env = doom_duel_v0.parallel_env(timelimit_minutes=1.0)
+        env.reset(seed=0)
+        env.step({a: [0, 0, 0, 0, 0, 0, 10] for a in env.agents})
+        print("ready", flush=True)
+        time.sleep(60)
+        """
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
+        tree = descendants(owner.pid)
+        process_guard.watch(tree)
+        assert len([p for p in tree if p.name() == "vizdoom"]) == 2
+        shm_names = shm_files_used_by(tree)
+        assert shm_names  # VizDoom's IPC files of the two games
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(5)
+        assert wait_gone(tree, timeout=10) == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    assert shm_names.isdisjoint(shm_entries())
