@@ -108,3 +108,27 @@ def test_a_signal_stops_training_saves_and_cleans_up(signum: int, tmp_path: Path
     assert load_checkpoint(tmp_path)["metrics"]["env_steps"] == steps
     assert not wait_gone(children, timeout=5), "env workers outlived the run"
     assert os.path.exists(tmp_path / "config.json")
+
+
+@pytest.mark.parametrize("algo", ["appo", "ppo"])
+def test_resume_continues_counters_optimizer_and_normalisation(algo: str, tmp_path: Path) -> None:
+    first = train("CartPole-v1", algo=algo, total_env_steps=1500, run_dir=tmp_path, seed=0, **FAST)
+    saved = load_checkpoint(tmp_path)
+    assert saved["learner"]["version"] == first.stats["learner_steps"]
+    with pytest.raises(ValueError, match="trained with algo"):
+        train("CartPole-v1", algo="ppo" if algo == "appo" else "appo", run_dir=tmp_path, resume=True)
+    second = train("CartPole-v1", algo=algo, total_env_steps=3000, run_dir=tmp_path, resume=True)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    resumed = [m for m in lines if m["learner_steps"] <= first.stats["learner_steps"]]
+    after = lines[len(resumed)]
+    per_iteration = lines[0]["learner_steps"]
+    assert after["learner_steps"] == first.stats["learner_steps"] + per_iteration  # the version counter continued
+    assert after["env_steps"] > saved["env_steps"]  # so did the env steps
+    assert second.stats["env_steps"] >= 3000
+    assert json.loads((tmp_path / "config.json").read_text())["config"]["rollout"] == FAST["rollout"]
+    # the optimiser's state came back: Adam's step count continued
+    final = load_checkpoint(tmp_path)
+    adam_steps = [s["step"] for s in final["learner"]["optimizer"]["state"].values()]
+    assert all(int(step) == second.stats["learner_steps"] for step in adam_steps)
+    norm = "encoders.obs.norm.count"
+    assert final["model"][norm] > saved["model"][norm]  # normalisation statistics kept accumulating

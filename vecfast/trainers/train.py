@@ -120,6 +120,7 @@ def train(
     total_env_steps: int = 1_000_000,
     run_dir: str | os.PathLike | None = None,
     live: bool = False,
+    resume: bool = False,
     **overrides: Any,
 ) -> TrainResult:
     """Train ``algo`` on ``env`` for ``total_env_steps`` env steps (transitions), one line.
@@ -130,11 +131,21 @@ def train(
     :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``.
     ``run_dir`` (default ``runs/<env>_<algo>_<time>``) receives the config, metrics and
     checkpoints. ``live``: print a status line per learner iteration.
+    ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
+    config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
     Ctrl-C or SIGTERM stops training early: a final checkpoint is saved and the result returned.
 
     ``stats["env_frames"]`` counts frames as Sample Factory does (env steps times the
     env's frame skip); ``fps`` is env frames per second.
     """
+    state = None
+    if resume:
+        if run_dir is None:
+            raise ValueError("resume=True needs the run_dir to resume")
+        state = load_checkpoint(run_dir, "last")
+        if state["algo"] != algo:
+            raise ValueError(f"{run_dir} was trained with algo={state['algo']!r}, not {algo!r}")
+        overrides = {**state["config"], **overrides}
     spec = get_algo(algo)
     sampling = TrainConfig.from_overrides(**{**spec.defaults, **overrides})
     vec_env = _build_env(env, sampling, spec.double_buffered)
@@ -158,6 +169,8 @@ def train(
             }
         )
         trainer = spec.factory(vec_env, cfg, total_env_steps)
+        if state is not None:
+            trainer.load_state_dict(state)
         stats = _run(trainer, run, cfg, total_env_steps, frameskip, algo, env_name, vec_env, live)
         return TrainResult(run.path, trainer.model.eval(), stats)
     finally:
