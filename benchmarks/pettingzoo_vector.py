@@ -95,7 +95,7 @@ def _random_actions(env_fn: Callable[[], Any], num_envs: int, count: int) -> lis
     return [np.stack([np.asarray(space.sample()) for _ in range(num_slots)]) for _ in range(count)]
 
 
-def _cpu_seconds(procs: list[psutil.Process]) -> float:
+def cpu_seconds(procs: list[psutil.Process]) -> float:
     """CPU time of this process and ``procs`` (the workers), user plus system."""
     own = psutil.Process().cpu_times()
     total = own.user + own.system
@@ -116,14 +116,14 @@ def measure(backend: str, env_name: str, num_envs: int, num_workers: int, second
         for a in actions[:5]:  # warm-up
             env.step(a)
         workers = psutil.Process().children(recursive=True)
-        cpu_start = _cpu_seconds(workers)
+        cpu_start = cpu_seconds(workers)
         steps = 0
         start = time.perf_counter()
         while (elapsed := time.perf_counter() - start) < seconds:
             env.step(actions[steps % len(actions)])
             steps += 1
         agent_steps = steps * len(actions[0])
-        return agent_steps / elapsed, (_cpu_seconds(workers) - cpu_start) * 1e6 / agent_steps
+        return agent_steps / elapsed, (cpu_seconds(workers) - cpu_start) * 1e6 / agent_steps
     finally:
         env.close()
 
