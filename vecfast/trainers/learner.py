@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.losses import LossOutput, ppo_loss, vtrace
+from vecfast.trainers.losses import LossOutput, gae, ppo_loss, vtrace
 from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.storage import Trajectories
 
@@ -17,7 +17,8 @@ class Learner:
     :meth:`step` takes a minibatch of whole trajectories. Given ``advantages`` and
     ``targets`` (synchronous PPO computes GAE once per rollout with the behaviour
     values) it uses them; otherwise it computes V-trace targets from the current
-    values, as APPO's learner does for data collected by older policies.
+    values, as APPO's learner does for data collected by older policies (or GAE on the
+    current values with ``with_vtrace=False``).
     """
 
     def __init__(self, model: ActorCritic, cfg: TrainConfig) -> None:
@@ -48,8 +49,12 @@ class Learner:
         dist, norm_values = model.evaluate(batch.obs, batch.first, batch.initial_state, batch.rollout)
         if advantages is None or targets is None:
             with torch.no_grad():
-                log_rhos = dist.log_prob(batch.actions) - batch.log_probs
-                advantages, targets = vtrace(batch, model.denormalize_value(norm_values), log_rhos, cfg.gamma)
+                values = model.denormalize_value(norm_values)
+                if cfg.with_vtrace:
+                    log_rhos = dist.log_prob(batch.actions) - batch.log_probs
+                    advantages, targets = vtrace(batch, values, log_rhos, cfg.gamma)
+                else:  # GAE on the current values, no off-policy correction
+                    advantages, targets = gae(batch, values, cfg.gamma, cfg.gae_lambda)
         if model.returns_norm is not None:
             model.returns_norm.update(targets[batch.valid])
         out = ppo_loss(model, dist, norm_values[:, :-1], batch, advantages, targets, cfg)

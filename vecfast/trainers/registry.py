@@ -61,7 +61,13 @@ def register_algo(
     _ALGOS[name] = AlgoSpec(factory, double_buffered, dict(defaults or {}))
 
 
+def _register_builtins() -> None:
+    import vecfast.trainers.appo  # noqa: F401
+    import vecfast.trainers.ppo  # noqa: F401
+
+
 def get_algo(name: str) -> AlgoSpec:
+    _register_builtins()
     try:
         return _ALGOS[name]
     except KeyError:
@@ -69,4 +75,5 @@ def get_algo(name: str) -> AlgoSpec:
 
 
 def registered_algos() -> list[str]:
+    _register_builtins()
     return sorted(_ALGOS)

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import VectorEnv
 
-from vecfast.trainers import appo, ppo  # noqa: F401  (register the built-in algorithms)
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic, is_image, observation_spaces
 from vecfast.trainers.registry import get_algo
