@@ -12,6 +12,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from vecfast.multiagent.match_env import MatchEnv
+from vecfast.multiagent.slots import SlotLayout
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.action_check import check_action_batch
 from vecfast.vector.shared_buffers import map_tree
@@ -111,17 +112,17 @@ class MultiAgentVectorEnv(VectorEnv):
         except BaseException:
             self.matches.close(terminate=True)
             raise
-        self.num_agents = n = len(self.possible_agents)
-        self.num_envs = self.num_matches * n
+        self.slots = SlotLayout(self.num_matches, self.possible_agents)
+        self.num_agents = self.slots.num_agents
+        self.num_envs = self.slots.num_slots
         self.single_observation_space = agent_obs_space
         self.single_action_space = agent_action_space
         self.observation_space = batch_space(agent_obs_space, self.num_envs)
         self.action_space = batch_space(agent_action_space, self.num_envs)
         self.metadata = dict(self.matches.metadata)
         self.render_mode = self.matches.render_mode
-        self.agent_ids = _read_only(np.asarray(list(self.possible_agents) * self.num_matches))
-        self.match_ids = _read_only(np.repeat(np.arange(self.num_matches), n))
-        self._all_slots = _read_only(np.ones(self.num_envs, np.bool_))
+        self.agent_ids = self.slots.agent_ids
+        self.match_ids = self.slots.match_ids
         self._slot_ids = np.arange(self.num_envs)
         self._ended = np.zeros(self.num_envs, np.bool_)  # last reported terminated | truncated
         self._match_obs: dict[str, Any] | None = None  # the matches' latest observation (shared-memory views)
@@ -142,12 +143,12 @@ class MultiAgentVectorEnv(VectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every match, or those ``options["reset_mask"]`` selects (see the class docstring)."""
         mask = options.pop("reset_mask", None) if options else None  # popped, as SyncVectorEnv does
-        match_seeds = self._match_seeds(seed)
+        match_seeds = self.slots.match_seeds(seed)
         if mask is None:
             match_obs, infos = self.matches.reset(seed=match_seeds, options=options)
             self._ended[:] = False
         else:
-            to_reset = self._matches_to_reset(mask)
+            to_reset = self.slots.matches_to_reset(mask, self._ended)
             if to_reset.any():
                 match_obs, infos = self.matches.reset(seed=match_seeds, options={**options, "reset_mask": to_reset})
                 self._ended[np.repeat(to_reset, self.num_agents)] = False
@@ -156,9 +157,7 @@ class MultiAgentVectorEnv(VectorEnv):
             else:
                 match_obs, infos = self._match_obs, {}
         self._match_obs = match_obs
-        flat_infos = self._agent_infos(infos)
-        self._add_slot_ids(flat_infos)
-        return self._observations(match_obs), flat_infos
+        return self._observations(match_obs), self.slots.add_ids(self._agent_infos(infos))
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every slot with its row of ``actions`` (rows of ended agents are ignored)."""
@@ -168,10 +167,9 @@ class MultiAgentVectorEnv(VectorEnv):
         terminated = match_obs["terminated"].reshape(-1).astype(np.bool_)
         truncated = match_obs["truncated"].reshape(-1).astype(np.bool_)
         self._ended = terminated | truncated
-        flat_infos = self._agent_infos(infos)
-        self._add_slot_ids(flat_infos)
+        flat_infos = self.slots.add_ids(self._agent_infos(infos))
         flat_infos["active"] = match_obs["active"].reshape(-1).astype(np.bool_)
-        flat_infos["_active"] = self._all_slots
+        flat_infos["_active"] = self.slots.all_slots
         rewards = match_obs["reward"].reshape(-1).copy()
         return self._observations(match_obs), rewards, terminated, truncated, flat_infos
 
@@ -181,10 +179,10 @@ class MultiAgentVectorEnv(VectorEnv):
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` once per match; each slot gets its match's result."""
-        return self._per_slot(self.matches.call(name, *args, **kwargs))
+        return self.slots.per_slot(self.matches.call(name, *args, **kwargs))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        return self._per_slot(self.matches.get_attr(name))
+        return self.slots.per_slot(self.matches.get_attr(name))
 
     def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
         """Set ``name`` on every match: one value for all, or one per slot (a match takes its first slot's)."""
@@ -211,45 +209,6 @@ class MultiAgentVectorEnv(VectorEnv):
         array = np.asarray(batch)
         return array.reshape(self.num_matches, self.num_agents, *array.shape[1:])
 
-    def _per_slot(self, values: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(value for value in values for _ in range(self.num_agents))
-
-    def _match_seeds(self, seed: int | list[int | None] | None) -> int | list[int | None] | None:
-        if seed is None or isinstance(seed, (int, np.integer)):
-            return seed
-        if len(seed) != self.num_envs:
-            raise ValueError(
-                f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
-                f"but got length={len(seed)}."
-            )
-        return list(seed[:: self.num_agents])
-
-    def _matches_to_reset(self, mask: Any) -> np.ndarray:
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
-        if mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
-        if not mask.any():
-            raise ValueError(
-                "`options['reset_mask']` must contain a boolean array with at least one True value, "
-                f"got reset_mask={mask}"
-            )
-        per_match = mask.reshape(self.num_matches, self.num_agents)
-        whole = per_match.all(axis=1)
-        playing = per_match & ~self._ended.reshape(self.num_matches, self.num_agents)
-        cut = np.flatnonzero(playing.any(axis=1) & ~whole)
-        if cut.size:
-            m = int(cut[0])
-            first = m * self.num_agents
-            raise ValueError(
-                f"reset_mask selects agent slots {(first + np.flatnonzero(playing[m])).tolist()} of match {m}, "
-                f"whose agents are still playing, but not all of its slots {first}-{first + self.num_agents - 1}: "
-                "a match resets as a whole"
-            )
-        return whole
-
     def _agent_infos(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Spread the matches' per-agent infos over their slots, gymnasium style (arrays plus masks)."""
         flat: dict[str, Any] = {}
@@ -260,14 +219,3 @@ class MultiAgentVectorEnv(VectorEnv):
                     if info:
                         self._add_info(flat, info, m * self.num_agents + a)
         return flat
-
-    def _add_slot_ids(self, infos: dict[str, Any]) -> None:
-        infos["agent_id"] = self.agent_ids
-        infos["_agent_id"] = self._all_slots
-        infos["match_id"] = self.match_ids
-        infos["_match_id"] = self._all_slots
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array

@@ -1,0 +1,85 @@
+"""Agent slots: how a vector env lays out the agents of M matches as M x num_agents flat slots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+class SlotLayout:
+    """Slot ``m * num_agents + a`` holds agent ``possible_agents[a]`` of match ``m``.
+
+    Holds the per-slot ``agent_id``/``match_id`` arrays every info carries, and the rules
+    that map per-slot seeds, reset masks and control calls onto whole matches.
+    """
+
+    def __init__(self, num_matches: int, possible_agents: Sequence[Any]) -> None:
+        self.num_matches = num_matches
+        self.possible_agents = tuple(possible_agents)
+        self.num_agents = len(self.possible_agents)
+        self.num_slots = num_matches * self.num_agents
+        self.agent_ids = _read_only(np.asarray(list(self.possible_agents) * num_matches))
+        self.match_ids = _read_only(np.repeat(np.arange(num_matches), self.num_agents))
+        self.all_slots = _read_only(np.ones(self.num_slots, np.bool_))
+
+    def add_ids(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """Add ``agent_id`` and ``match_id`` (with their all-True masks) to a vector info dict."""
+        infos["agent_id"] = self.agent_ids
+        infos["_agent_id"] = self.all_slots
+        infos["match_id"] = self.match_ids
+        infos["_match_id"] = self.all_slots
+        return infos
+
+    def per_slot(self, per_match: Sequence[Any]) -> tuple[Any, ...]:
+        """Each match's value repeated for each of its slots."""
+        return tuple(value for value in per_match for _ in range(self.num_agents))
+
+    def match_seeds(self, seed: int | Sequence[int | None] | None) -> int | list[int | None] | None:
+        """An int stays (match ``m`` gets ``seed + m``); a per-slot list gives each match its first slot's seed."""
+        if seed is None or isinstance(seed, (int, np.integer)):
+            return seed
+        if len(seed) != self.num_slots:
+            raise ValueError(
+                f"If seeds are passed as a list the length must match num_envs={self.num_slots} "
+                f"but got length={len(seed)}."
+            )
+        return list(seed[:: self.num_agents])
+
+    def matches_to_reset(self, mask: Any, ended: np.ndarray) -> np.ndarray:
+        """The matches a slot ``reset_mask`` resets: those it selects whole.
+
+        Slots of agents that have ended (``ended``) in a match still in play may be
+        selected alone (they stay ended); selecting some but not all still-playing agents
+        of a match is an error, since a match resets as a whole.
+        """
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+        if mask.shape != (self.num_slots,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_slots},)`, got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+        if not mask.any():
+            raise ValueError(
+                "`options['reset_mask']` must contain a boolean array with at least one True value, "
+                f"got reset_mask={mask}"
+            )
+        per_match = mask.reshape(self.num_matches, self.num_agents)
+        whole = per_match.all(axis=1)
+        playing = per_match & ~ended.reshape(self.num_matches, self.num_agents)
+        cut = np.flatnonzero(playing.any(axis=1) & ~whole)
+        if cut.size:
+            m = int(cut[0])
+            first = m * self.num_agents
+            raise ValueError(
+                f"reset_mask selects agent slots {(first + np.flatnonzero(playing[m])).tolist()} of match {m}, "
+                f"whose agents are still playing, but not all of its slots {first}-{first + self.num_agents - 1}: "
+                "a match resets as a whole"
+            )
+        return whole
