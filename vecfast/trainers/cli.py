@@ -1,8 +1,7 @@
 """``vecfast train`` and ``vecfast enjoy``: the trainers on the command line.
 
 Every :class:`TrainConfig` key is an option under its Sample Factory name
-(``--num_workers 2``; ``--num-workers`` works too). Torch is imported only when a
-command runs.
+(``--num_workers 2``; ``--num-workers`` works too).
 """
 
 from __future__ import annotations
