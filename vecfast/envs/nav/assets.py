@@ -10,7 +10,9 @@ steps; the main thread only copies a prepared scene into a free slot.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +34,29 @@ class PreparedScene:
     fields: np.ndarray  # (G, rows, cols) float32 metres, inf where unreachable
 
 
+_PREPARED_CACHE_SIZE = 2
+_prepared: collections.OrderedDict[Path, PreparedScene] = collections.OrderedDict()
+_prepared_lock = threading.Lock()
+
+
 def prepare_scene(path: Path) -> PreparedScene:
-    """Read a scene and compute the distance field of each goal (the expensive part, run off the step path)."""
-    scene = Scene.load(path)
-    fields = np.stack([distance_field(scene.walkable, (int(r), int(c)), scene.resolution) for r, c in scene.goals])
-    return PreparedScene(path=path, scene=scene, fields=fields)
+    """Read a scene and compute the distance field of each goal (the expensive part, run off the step path).
+
+    The last few results are kept per process (read-only), so that many single envs in
+    one worker process, which all start on the same scene, prepare it once.
+    """
+    with _prepared_lock:  # held while computing: concurrent callers wait for one result
+        if path in _prepared:
+            _prepared.move_to_end(path)
+            return _prepared[path]
+        scene = Scene.load(path)
+        goals = scene.goals
+        fields = np.stack([distance_field(scene.walkable, (int(r), int(c)), scene.resolution) for r, c in goals])
+        prepared = PreparedScene(path=path, scene=scene, fields=fields)
+        _prepared[path] = prepared
+        if len(_prepared) > _PREPARED_CACHE_SIZE:
+            _prepared.popitem(last=False)
+        return prepared
 
 
 class SceneBank:
@@ -107,7 +127,6 @@ class SceneBank:
 
     def _advance(self) -> None:
         self.cursor += 1
-        self.prefetch()
 
     def _write(self, slot: int, prepared: PreparedScene) -> None:
         scene = prepared.scene

@@ -17,7 +17,7 @@ clipped to ``max_depth``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -49,6 +49,21 @@ class SceneBatch:
     floor_texture: torch.Tensor | None = None
     ceiling_texture: torch.Tensor | None = None
 
+    def select(self, envs: slice) -> SceneBatch:
+        """The same scenes for a slice of the envs."""
+
+        def part(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[envs]
+
+        return SceneBatch(
+            self.boxes[envs],
+            self.ceiling[envs],
+            self.textures,
+            part(self.slot),
+            part(self.floor_texture),
+            part(self.ceiling_texture),
+        )
+
 
 class BatchRenderer:
     """Renders (N, H, W, 1) float32 depth and optionally (N, H, W, 3) uint8 RGB for a batch of agents."""
@@ -61,28 +76,44 @@ class BatchRenderer:
         camera_height: float = 0.88,
         max_depth: float = 10.0,
         device: str | torch.device = "cpu",
+        cpu_chunk: int = 128,
     ) -> None:
         self.height, self.width = height, width
+        self.cpu_chunk = cpu_chunk
         self.camera_height = camera_height
         self.max_depth = max_depth
         self.device = torch.device(device)
         tan_h = math.tan(math.radians(hfov_deg) / 2)
         tan_v = tan_h * height / width  # square pixels
-        self.tan_v = tan_v
+        self.tan_v, self.tan_h = tan_v, tan_h
         # Image-plane offsets at unit depth: columns left to right, rows top to bottom.
         self.col_x = ((2 * torch.arange(width, device=self.device) + 1) / width - 1) * tan_h
         self.row_y = (1 - (2 * torch.arange(height, device=self.device) + 1) / height) * tan_v
         self._t_scale = _T_LEVELS / max_depth
-        with torch.no_grad():
-            floor = camera_height / -self.row_y
-            self._floor_depth = torch.where(self.row_y < 0, floor, torch.full_like(floor, math.inf))
+        self._inv_row_y = 1.0 / self.row_y
+        floor = camera_height * -self._inv_row_y
+        self._floor_depth = torch.where(self.row_y < 0, floor, torch.full_like(floor, math.inf))
 
     def render(
         self, pos: torch.Tensor, heading: torch.Tensor, scene: SceneBatch, rgb: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Depth (N, H, W, 1) and, if ``rgb``, colour (N, H, W, 3) seen from ``pos`` (N, 2) facing ``heading`` (N,)."""
+        """Depth (N, H, W, 1) and, if ``rgb``, colour (N, H, W, 3) seen from ``pos`` (N, 2) facing ``heading`` (N,).
+
+        On CPU the batch is rendered in chunks of ``cpu_chunk`` envs, whose intermediate
+        tensors stay in cache; on GPUs in one go.
+        """
+        n = pos.shape[0]
+        chunk = self.cpu_chunk if self.device.type == "cpu" else n
         with torch.no_grad():
-            return self._render(pos, heading, scene, rgb)
+            if n <= chunk:
+                return self._render(pos, heading, scene, rgb)
+            parts = [
+                self._render(pos[i : i + chunk], heading[i : i + chunk], scene.select(slice(i, i + chunk)), rgb)
+                for i in range(0, n, chunk)
+            ]
+            depth = torch.cat([d for d, _ in parts])
+            colour = torch.cat([c for _, c in parts]) if rgb else None  # type: ignore[misc]
+            return depth, colour
 
     def _render(
         self, pos: torch.Tensor, heading: torch.Tensor, scene: SceneBatch, rgb: bool
@@ -93,6 +124,7 @@ class BatchRenderer:
             raise ValueError(f"a scene has {boxes.shape[1]} boxes, the renderer handles {MAX_BOXES}")
         cos = torch.cos(heading).float()[:, None]  # heading may be float64 for batch-size-independent trig
         sin = torch.sin(heading).float()[:, None]
+        boxes = self._cull(pos, cos, sin, boxes, keep_far=rgb)
         # Ray direction per column, scaled so that the ray parameter is z-depth: forward + x * right.
         dx = cos + self.col_x[None, :] * sin  # (N, W)
         dy = sin - self.col_x[None, :] * cos
@@ -125,19 +157,43 @@ class BatchRenderer:
         per_row.scatter_reduce_(1, first_row, key, reduce="amin")
         nearest = _cummin_rows(per_row[:, :rows])  # (N, H, W): nearest box covering each pixel
 
-        t = (nearest >> _T_SHIFT).float() / self._t_scale
-        box_h = ((nearest >> _H_SHIFT) & _H_MASK).float() / 100
-        y = self.row_y[None, :, None]
-        top = (box_h - cam_h) / y  # depth where the pixel's ray meets the box's top plane
+        t = (nearest >> _T_SHIFT).float() * (1.0 / self._t_scale)
+        box_h = ((nearest >> _H_SHIFT) & _H_MASK).float() * 0.01
+        top = (box_h - cam_h) * self._inv_row_y[None, :, None]  # depth where the pixel's ray meets the box's top
         is_top = (box_h < cam_h) & (top > t)
         box_depth = torch.where(is_top, top, t)
-        ceiling = (scene.ceiling[:, None] - cam_h) / self.row_y[None, :]
+        ceiling = (scene.ceiling[:, None] - cam_h) * self._inv_row_y[None, :]
         plane = torch.where(self.row_y[None, :] > 0, ceiling, self._floor_depth[None, :])  # (N, H)
         depth = torch.minimum(box_depth, plane[:, :, None])
         if not rgb:
             return depth.clamp_(max=self.max_depth).unsqueeze(-1), None
-        colour = self._colour(pos, dx, dy, nearest, depth, box_depth, is_top, scene)
+        colour = self._colour(pos, dx, dy, nearest, depth, box_depth, is_top, replace(scene, boxes=boxes))
         return depth.clamp_(max=self.max_depth).unsqueeze(-1), colour
+
+    def _cull(
+        self, pos: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, boxes: torch.Tensor, keep_far: bool
+    ) -> torch.Tensor:
+        """The boxes (N, B', 6) that may be in view, B' the most any env of the batch keeps.
+
+        A box is dropped when all its corners lie behind the camera, beyond the left or the
+        right side of the view, or (depth only) farther than ``max_depth``: a conservative
+        test in O(N x B), cheaper than the O(N x B x W) ray tests it saves.
+        """
+        rel_x = torch.stack([boxes[:, :, 0], boxes[:, :, 2]], dim=2) - pos[:, 0, None, None]  # (N, B, 2)
+        rel_y = torch.stack([boxes[:, :, 1], boxes[:, :, 3]], dim=2) - pos[:, 1, None, None]
+        cx, cy = rel_x[:, :, :, None], rel_y[:, :, None, :]  # the 4 corners, as (N, B, 2, 2)
+        c, s = cos[:, :, None, None], sin[:, :, None, None]
+        forward = (cx * c + cy * s).flatten(2)
+        right = (cx * s - cy * c).flatten(2)
+        reach = self.tan_h * forward
+        visible = (forward > 0).any(2) & (right <= reach).any(2) & (right >= -reach).any(2)
+        if not keep_far:
+            visible &= (forward < self.max_depth).any(2)
+        keep = max(int(visible.sum(1).max()), 1)
+        if keep == boxes.shape[1]:
+            return boxes
+        order = torch.argsort((~visible).to(torch.uint8), dim=1, stable=True)[:, :keep]
+        return torch.gather(boxes, 1, order[:, :, None].expand(-1, -1, boxes.shape[2]))
 
     def _colour(
         self,

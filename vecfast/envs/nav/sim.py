@@ -84,16 +84,18 @@ class NavSim:
         num_scenes = len(index.files)
         self.rotating = num_scenes > self.num_groups
         self.rotation_episodes = rotation_episodes or 4 * max_envs_per_scene
-        num_slots = self.num_groups + 1 if self.rotating else num_scenes
+        # One spare slot receives a group's next scene while the group's envs finish their episodes on the old one;
+        # groups of one env move at once, so they need none.
+        spare = 1 if self.rotating and min(n, max_envs_per_scene) > 1 else 0
+        num_slots = self.num_groups + spare if self.rotating else num_scenes
         self.bank = SceneBank(index, num_slots, scene_seed, dev)
         self.renderer = BatchRenderer(cfg.height, cfg.width, cfg.hfov_deg, cfg.camera_height, cfg.max_depth, dev)
         self.env_group = torch.arange(n, device=dev) // max_envs_per_scene
+        self.group_sizes = torch.bincount(self.env_group, minlength=self.num_groups).tolist()
         self.group_slot = [self.bank.install_next() for _ in range(min(self.num_groups, num_scenes))]
         self.group_slot = [self.group_slot[g % len(self.group_slot)] for g in range(self.num_groups)]
         self.group_next: list[int | None] = [None] * self.num_groups
         self.group_episodes = torch.zeros(self.num_groups, dtype=torch.long, device=dev)
-        if self.rotating:
-            self.bank.prefetch()
 
         def zeros(dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(n, dtype=dtype, device=dev)
@@ -145,9 +147,15 @@ class NavSim:
 
     def _rotate(self, mask: torch.Tensor) -> None:
         """Scene rotation: runs in Python per group, and only while a group is due or moving."""
-        due = (self.group_episodes >= self.rotation_episodes).tolist()
+        episodes = self.group_episodes.tolist()
+        if max(episodes) >= self.rotation_episodes // 2:
+            self.bank.prefetch()  # load the next scene in the background from half-way on
+        group_resets = torch.bincount(self.env_group[mask], minlength=self.num_groups).tolist()
         for g in range(self.num_groups):
-            if due[g] and self.group_next[g] is None:
+            if episodes[g] >= self.rotation_episodes and self.group_next[g] is None:
+                old = self.group_slot[g]
+                if group_resets[g] == self.group_sizes[g] and self.group_slot.count(old) == 1:
+                    self.bank.release(old)  # the whole group leaves its scene now: reuse the slot
                 slot = self.bank.install_next()
                 if slot is None:
                     break  # every slot is taken: try again when one is released
@@ -160,9 +168,8 @@ class NavSim:
         target = next_slot[self.env_group]
         self.slot = torch.where(mask & (target >= 0), target, self.slot)
         on_next = torch.bincount(self.env_group[self.slot == target], minlength=self.num_groups).tolist()
-        sizes = torch.bincount(self.env_group, minlength=self.num_groups).tolist()
         for g in moving:
-            if on_next[g] == sizes[g]:
+            if on_next[g] == self.group_sizes[g]:
                 self.group_slot[g] = self.group_next[g]
                 self.group_next[g] = None
         in_use = set(self.slot.unique().tolist()) | {s for s in self.group_next if s is not None}
