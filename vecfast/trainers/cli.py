@@ -1,4 +1,4 @@
-"""``vecfast train`` and ``vecfast enjoy``: the trainers on the command line.
+"""``vecfast train``, ``vecfast enjoy`` and ``vecfast view``: the trainers on the command line.
 
 Every :class:`TrainConfig` key is an option under its Sample Factory name
 (``--num_workers 2``; ``--num-workers`` works too).
@@ -50,7 +50,7 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_train_commands(subparsers: Any) -> None:
-    """Add ``train`` and ``enjoy`` to the ``vecfast`` command's subparsers."""
+    """Add ``train``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers."""
     train = subparsers.add_parser(
         "train",
         help="train an agent (APPO by default) and keep a run directory",
@@ -61,7 +61,7 @@ def add_train_commands(subparsers: Any) -> None:
     train.add_argument("--total-env-steps", "--train_for_env_steps", type=int, default=1_000_000, dest="total")
     train.add_argument("--run-dir", type=Path, help="default runs/<env>_<algo>_<time>")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run")
-    train.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="status line per iteration")
+    train.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="live dashboard")
     _add_config_options(train)
     train.set_defaults(handler=_train)
 
@@ -80,6 +80,15 @@ def add_train_commands(subparsers: Any) -> None:
     enjoy.add_argument("--seed", type=int, default=0)
     enjoy.set_defaults(handler=_enjoy)
 
+    view = subparsers.add_parser(
+        "view",
+        help="live dashboard of a running or finished run",
+        description="Follow RUN_DIR/metrics.jsonl in a terminal dashboard; q or Ctrl-C quits.",
+    )
+    view.add_argument("run_dir", type=Path)
+    view.add_argument("--once", action="store_true", help="draw the current state and exit")
+    view.set_defaults(handler=_view)
+
 
 def _train(args: argparse.Namespace) -> int:
     from vecfast.trainers.train import train
@@ -95,6 +104,13 @@ def _train(args: argparse.Namespace) -> int:
         **_config_overrides(args),
     )
     print(json.dumps({"run_dir": str(result.run_dir), **result.stats}, indent=2, default=str))
+    return 0
+
+
+def _view(args: argparse.Namespace) -> int:
+    from vecfast.trainers.viewer import view
+
+    view(args.run_dir, follow=not args.once)
     return 0
 
 

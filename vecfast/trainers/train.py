@@ -7,6 +7,7 @@ MLP), the algorithm's registered defaults, then the caller's overrides.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import signal
@@ -24,6 +25,7 @@ from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic, is_image, observation_spaces
 from vecfast.trainers.registry import get_algo
 from vecfast.trainers.run_dir import RunDir, default_run_dir, load_checkpoint
+from vecfast.trainers.viewer import LiveDashboard
 from vecfast.vector.make import make_vec
 
 # model and learning defaults for envs without image observations (classic control and the like)
@@ -129,7 +131,7 @@ def train(
     returns a VectorEnv, or a VectorEnv (which is left open). ``overrides``: any
     :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``.
     ``run_dir`` (default ``runs/<env>_<algo>_<time>``) receives the config, metrics and
-    checkpoints. ``live``: print a status line per learner iteration.
+    checkpoints. ``live``: show the live dashboard (:mod:`vecfast.trainers.viewer`) in the terminal.
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
     Ctrl-C or SIGTERM stops training early: a final checkpoint is saved and the result returned.
@@ -211,7 +213,8 @@ def _run(
         }
         run.save(state, int(metrics["env_steps"]), best=is_best)
 
-    with _StopRequest() as stop:
+    dashboard = LiveDashboard(total_env_steps, cfg.batch_size, f"{env_name} · {algo}") if live else None
+    with _StopRequest() as stop, dashboard or contextlib.nullcontext():
         try:
             for metrics in trainer.iterations():
                 elapsed = time.perf_counter() - start
@@ -226,8 +229,8 @@ def _run(
                 lag_max = max(lag_max, metrics["policy_lag_max"])
                 lag_sum += metrics["policy_lag_avg"]
                 run.log(metrics)
-                if live:
-                    _print_status(metrics, total_env_steps)
+                if dashboard is not None:
+                    dashboard.update(metrics)
                 now = time.perf_counter()
                 mean_return = metrics.get("mean_episode_return", -np.inf)
                 best = (
@@ -265,17 +268,6 @@ def _run(
         "interrupted": interrupted,
     }
     return stats
-
-
-def _print_status(metrics: dict[str, Any], total_env_steps: int) -> None:
-    ret = metrics.get("mean_episode_return")
-    print(
-        f"frames {metrics['env_frames']:>10,}  steps {metrics['env_steps']:>9,}/{total_env_steps:,}  "
-        f"fps {metrics['fps']:>7.0f}  return {'-' if ret is None else f'{ret:8.2f}'}  "
-        f"lag {metrics['policy_lag_avg']:.1f} (max {metrics['policy_lag_max']:.0f})  "
-        f"entropy {metrics['entropy']:.3f}",
-        flush=True,
-    )
 
 
 def load_policy(run_dir: str | os.PathLike, which: str = "best") -> ActorCritic:

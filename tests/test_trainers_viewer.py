@@ -1,0 +1,100 @@
+"""The live dashboard: its figures from metrics records, and ``view`` following a run in a real terminal (tmux)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from vecfast.trainers.viewer import Dashboard, render, sparkline
+
+
+def record(step: int, t: float, **extra: float) -> dict:
+    base = {
+        "env_steps": step, "env_frames": 4 * step, "time": t, "learner_steps": step // 100,
+        "policy_lag_min": 0.0, "policy_lag_avg": 1.5, "policy_lag_max": 3.0, "policy_loss": 0.01,
+        "value_loss": 0.5, "entropy": 1.2, "kl": 1e-3, "clip_fraction": 0.1, "grad_norm": 0.7,
+        "learning_rate": 1e-4, "time_envs": t * 0.2, "time_inference": t * 0.5, "time_sampler_waiting_slots": 0.0,
+        "time_learning": 0.8, "time_learner_waiting": 0.1, "full_trajectories": 3, "episodes": step // 50,
+        "mean_episode_return": step / 100, "max_episode_return": step / 50, "mean_episode_length": 42.0,
+    }  # fmt: skip
+    return {**base, **extra}
+
+
+def test_dashboard_rates_eta_and_component_shares() -> None:
+    board = Dashboard(total_env_steps=10_000, batch_size=100, title="test")
+    for i, (step, t) in enumerate([(1000, 1.0), (2000, 2.0), (4000, 3.0)]):
+        board.update(record(step, t))
+        assert board.finished is False, i
+    assert board.current("env_frames") == 4 * 2000  # over the last second
+    assert board.average("env_frames") == 4 * 3000 / 2.0  # since the first record
+    assert board.samples_per_second(current=True) == 20 * 100  # 20 learner steps of 100 samples
+    assert board.eta() == pytest.approx(6000 / 1500)
+    shares = board.component_shares()
+    assert shares["policy worker: inference"] == pytest.approx(0.5)
+    assert shares["learner: learning"] == pytest.approx(0.8)
+    board.update(record(10_000, 4.0))
+    assert board.finished
+    console = Console(record=True, width=100)
+    console.print(render(board, width=100))
+    text = console.export_text()
+    for expected in ("env frames/s", "24,000", "policy lag", "min 0 max 3", "(finished)", "100.0%", "40,000"):
+        assert expected in text, expected
+
+
+def test_sparkline_scales_between_min_and_max() -> None:
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
+    assert sparkline([float("nan"), 5, 5], 10) == "▁▁"
+    assert sparkline(list(range(100)), 4) == "▁▃▆█"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_view_follows_a_run_in_tmux_and_quits_on_q(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(
+        json.dumps({"env": "DemoEnv", "algo": "appo", "total_env_steps": 100_000, "config": {"batch_size": 100}})
+    )
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps(record(1000, 1.0)) + "\n" + json.dumps(record(2000, 2.0)) + "\n")
+    marker = tmp_path / "exited"
+    script = (
+        "from vecfast.trainers.viewer import view; "
+        f"view({str(tmp_path)!r}, poll_seconds=0.1); open({str(marker)!r}, 'w').close()"
+    )
+    socket = f"vecfast-test-{os.getpid()}"
+    tmux = ["tmux", "-L", socket]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "110", "-y", "45", sys.executable, "-c", script], check=True)
+
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+
+    def wait_for(text: str) -> str:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            shown = screen()
+            if text in shown:
+                return shown
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; screen:\n{screen()}")
+
+    try:
+        shown = wait_for("8,000")  # env frames of the second record
+        assert "DemoEnv · appo (running)" in shown and "steps 2,000/100,000" in shown
+        with open(metrics, "a") as f:  # the run goes on: the dashboard follows
+            f.write(json.dumps(record(5000, 3.0)) + "\n")
+        shown = wait_for("steps 5,000/100,000")
+        assert "12,000" in shown  # current env frames/s: 3000 steps x 4 frames in one second
+        assert shown.count("╭") == 1, "the dashboard was drawn more than once (flicker/scrolling)"
+        subprocess.run([*tmux, "send-keys", "q"], check=True)
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), "view did not quit on q"
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)

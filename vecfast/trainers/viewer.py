@@ -1,0 +1,264 @@
+"""Live terminal dashboard of a run: ``vecfast view RUN_DIR`` and ``train(..., live=True)``.
+
+:class:`Dashboard` turns the metrics records of ``metrics.jsonl`` into what is shown
+(rates over the last interval and over the run, history sparklines, component times);
+:func:`render` draws it with rich; :func:`view` follows a run directory, redrawing in place
+(no flicker: one ``Live`` region, refreshed only when a record arrives or the terminal
+resizes) until the run finishes, or ``q`` / Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import select
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], width: int) -> str:
+    """The last ``width`` values as block characters scaled between their min and max."""
+    values = [v for v in values if math.isfinite(v)][-width:]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    span = high - low or 1.0
+    return "".join(_SPARKS[min(len(_SPARKS) - 1, int((v - low) / span * len(_SPARKS)))] for v in values)
+
+
+def _fmt_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Dashboard:
+    """What the dashboard shows, computed from metrics records (one per learner iteration)."""
+
+    def __init__(self, total_env_steps: int, batch_size: int, title: str = "", history: int = 200) -> None:
+        self.total_env_steps = total_env_steps
+        self.batch_size = batch_size
+        self.title = title
+        self.first: dict[str, Any] | None = None
+        self.previous: dict[str, Any] | None = None
+        self.last: dict[str, Any] | None = None
+        self.returns: deque[float] = deque(maxlen=history)
+        self.fps_history: deque[float] = deque(maxlen=history)
+        self.finished = False
+
+    def update(self, record: dict[str, Any]) -> None:
+        if self.first is None:
+            self.first = record
+        self.previous, self.last = self.last, record
+        if "mean_episode_return" in record:
+            self.returns.append(record["mean_episode_return"])
+        self.fps_history.append(self.current("env_frames"))
+        if record["env_steps"] >= self.total_env_steps:
+            self.finished = True
+
+    def _rate(self, key: str, since: dict[str, Any] | None) -> float:
+        last = self.last
+        if last is None or since is None or last["time"] <= since["time"]:
+            return float("nan")
+        return (last[key] - since[key]) / (last["time"] - since["time"])
+
+    def current(self, key: str) -> float:
+        """Rate of ``key`` per second over the last interval."""
+        return self._rate(key, self.previous)
+
+    def average(self, key: str) -> float:
+        """Rate of ``key`` per second since the first record."""
+        return self._rate(key, self.first)
+
+    def samples_per_second(self, current: bool) -> float:
+        return (self.current if current else self.average)("learner_steps") * self.batch_size
+
+    def eta(self) -> float:
+        rate = self.average("env_steps")
+        if self.last is None or not rate > 0:
+            return float("nan")
+        return max(0.0, (self.total_env_steps - self.last["env_steps"]) / rate)
+
+    def component_shares(self) -> dict[str, float]:
+        """Share of wall time of each activity over the last interval (policy worker and learner)."""
+        last, prev = self.last, self.previous
+        if last is None or prev is None or last["time"] <= prev["time"]:
+            return {}
+        wall = last["time"] - prev["time"]
+        shares = {}
+        for key, name in (
+            ("time_envs", "policy worker: waiting for envs"),
+            ("time_inference", "policy worker: inference"),
+            ("time_sampler_waiting_slots", "policy worker: waiting for buffers"),
+        ):
+            if key in last and key in prev:
+                shares[name] = (last[key] - prev[key]) / wall
+        if "time_learning" in last:
+            shares["learner: learning"] = last["time_learning"] / wall
+            shares["learner: waiting for data"] = last.get("time_learner_waiting", 0.0) / wall
+        if "time_sampling" in last:  # synchronous PPO
+            shares["sampling"] = last["time_sampling"] / wall
+        return shares
+
+
+def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") -> Panel:
+    """The dashboard as one rich renderable."""
+    m = board.last
+    if m is None:
+        return Panel(Text("waiting for the first learner iteration ...", style="dim"), title=Text(board.title))
+    throughput = Table.grid(padding=(0, 2))
+    throughput.add_column(style="bold")
+    throughput.add_column(justify="right")
+    throughput.add_column(justify="right", style="dim")
+    throughput.add_row("", "current", "average")
+    for name, key, fmt in (("env frames/s", "env_frames", ",.0f"), ("learner steps/s", "learner_steps", ".2f")):
+        throughput.add_row(name, f"{board.current(key):{fmt}}", f"{board.average(key):{fmt}}")
+    throughput.add_row(
+        "samples/s (learner)", f"{board.samples_per_second(True):,.0f}", f"{board.samples_per_second(False):,.0f}"
+    )
+    throughput.add_row(
+        "policy lag", f"{m['policy_lag_avg']:.1f}", f"min {m['policy_lag_min']:.0f} max {m['policy_lag_max']:.0f}"
+    )
+    if "full_trajectories" in m:
+        throughput.add_row("buffer: full trajectories", str(m["full_trajectories"]), "")
+
+    learning = Table.grid(padding=(0, 2))
+    learning.add_column(style="bold")
+    learning.add_column(justify="right")
+    for key in ("policy_loss", "value_loss", "entropy", "kl", "clip_fraction", "grad_norm", "learning_rate"):
+        learning.add_row(key.replace("_", " "), f"{m[key]:.4g}")
+
+    spark_width = max(10, width - 40)
+    episodes = Table.grid(padding=(0, 2))
+    episodes.add_column(style="bold")
+    episodes.add_column()
+    if "mean_episode_return" in m:
+        episodes.add_row(
+            "return (mean / max)", f"{m['mean_episode_return']:.2f} / {m.get('max_episode_return', float('nan')):.2f}"
+        )
+        episodes.add_row("return history", Text(sparkline(list(board.returns), spark_width), style="green"))
+        episodes.add_row("episode length", f"{m['mean_episode_length']:.1f}")
+    episodes.add_row("episodes", f"{m.get('episodes', 0):,}")
+    episodes.add_row("env frames/s history", Text(sparkline(list(board.fps_history), spark_width), style="cyan"))
+
+    components = Table.grid(padding=(0, 2))
+    components.add_column(style="bold")
+    components.add_column(justify="right")
+    components.add_column()
+    for name, share in board.component_shares().items():
+        bar = ProgressBar(total=1.0, completed=min(1.0, max(0.0, share)), width=20)
+        components.add_row(name, f"{100 * share:5.1f}%", bar)
+
+    done = min(1.0, m["env_steps"] / board.total_env_steps) if board.total_env_steps else 1.0
+    progress = Table.grid(padding=(0, 2))
+    progress.add_column()
+    progress.add_column()
+    progress.add_row(
+        ProgressBar(total=1.0, completed=done, width=max(10, width - 60)),
+        f"{100 * done:5.1f}%  frames {m['env_frames']:,}  steps {m['env_steps']:,}/{board.total_env_steps:,}  "
+        f"ETA {_fmt_duration(board.eta())}  elapsed {_fmt_duration(m['time'])}",
+    )
+    top = Table.grid(padding=(0, 4))
+    top.add_column()
+    top.add_column()
+    top.add_row(throughput, learning)
+    status = "finished" if board.finished else "running"
+    return Panel(
+        Group(progress, Text(""), top, Text(""), episodes, Text(""), components),
+        title=Text(f"{board.title} ({status})"),
+        subtitle=Text(hint),
+    )
+
+
+class LiveDashboard:
+    """In-process dashboard for ``train(live=True)``: ``update(metrics)`` after each iteration."""
+
+    def __init__(self, total_env_steps: int, batch_size: int, title: str) -> None:
+        self.board = Dashboard(total_env_steps, batch_size, title)
+        self.console = Console()
+        self.live = Live(render(self.board), console=self.console, auto_refresh=False, transient=False)
+
+    def __enter__(self) -> LiveDashboard:
+        self.live.__enter__()
+        return self
+
+    def update(self, metrics: dict[str, Any]) -> None:
+        self.board.update(metrics)
+        self.live.update(render(self.board, self.console.width, "Ctrl-C stops training"), refresh=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(None, None, None)
+
+
+def read_records(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Complete JSON lines of ``path`` from byte ``offset`` (a line still being written waits)."""
+    if not path.exists():
+        return [], offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    records = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+    return records, offset + end
+
+
+@contextlib.contextmanager
+def _keys() -> Iterator[Any]:
+    """Yield a function returning the keys pressed so far (none when stdin is not a terminal)."""
+    if not sys.stdin.isatty():
+        yield lambda: ""
+        return
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        yield lambda: os.read(fd, 64).decode(errors="ignore") if select.select([fd], [], [], 0)[0] else ""
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def view(run_dir: str | os.PathLike, poll_seconds: float = 0.5, follow: bool = True) -> Dashboard:
+    """Show the dashboard of ``run_dir``, following new records until the run finishes or ``q``/Ctrl-C."""
+    run_dir = Path(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    board = Dashboard(config["total_env_steps"], config["config"]["batch_size"], f"{config['env']} · {config['algo']}")
+    console = Console()
+    records, offset = read_records(run_dir / "metrics.jsonl", 0)
+    for record in records:
+        board.update(record)
+    size = console.size
+    with Live(render(board, console.width), console=console, auto_refresh=False) as live, _keys() as pressed:
+        try:
+            while follow and not board.finished:
+                if "q" in pressed().lower():
+                    break
+                records, offset = read_records(run_dir / "metrics.jsonl", offset)
+                for record in records:
+                    board.update(record)
+                if records or console.size != size:
+                    size = console.size
+                    live.update(render(board, console.width), refresh=True)
+                time.sleep(poll_seconds)
+        except KeyboardInterrupt:
+            pass
+        live.update(render(board, console.width), refresh=True)
+    return board
