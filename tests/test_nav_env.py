@@ -370,3 +370,19 @@ def test_registered_ids_give_the_batched_and_the_single_env(scene_dir: Path) -> 
         single.close()
         vec.close()
         ours.close()
+
+
+def test_a_single_env_rotates_scenes_in_one_slot(scene_dir: Path) -> None:
+    env = PointNavEnv(scenes=scene_dir, rotation_episodes=2, width=8, height=8)
+    try:
+        assert len(env.sim.bank.resident) == 1  # a group of one env moves at once: no spare slot
+        seen = []
+        env.reset(seed=0)
+        for _ in range(8):
+            seen.append(env.sim.bank.resident[0])
+            env.step(STOP)
+            env.reset()
+        assert seen == [seen[0]] * 2 + [seen[2]] * 2 + [seen[4]] * 2 + [seen[6]] * 2
+        assert len(set(seen)) == 4
+    finally:
+        env.close()

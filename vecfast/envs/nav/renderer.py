@@ -22,10 +22,11 @@ from dataclasses import dataclass, replace
 import torch
 
 # A packed key orders the boxes of a column by entry depth and carries what shading needs:
-# bits 17-30 entry depth (14 bits over [0, max_depth]), 16 the face (x or y), 7-15 the
-# box height in cm (< 5.12 m), 0-6 the box index.
+# bits 17-30 entry depth (14 bits over [0, max_depth]), 16 the face (x or y), 7-15 how far
+# the box top lies below the camera in cm (0 for boxes as high as the camera or higher),
+# 0-6 the box index.
 _T_SHIFT, _T_LEVELS = 17, (1 << 14) - 1
-_FACE_SHIFT, _H_SHIFT, _H_MASK, _INDEX_MASK = 16, 7, 511, 127
+_FACE_SHIFT, _DROP_SHIFT, _DROP_MASK, _INDEX_MASK = 16, 7, 511, 127
 _NO_HIT = (1 << 31) - 1
 MAX_BOXES = _INDEX_MASK + 1
 TEXELS_PER_METRE = 16.0
@@ -78,6 +79,8 @@ class BatchRenderer:
         device: str | torch.device = "cpu",
         cpu_chunk: int = 128,
     ) -> None:
+        if not 0 < camera_height <= _DROP_MASK / 100:
+            raise ValueError(f"camera_height must be in (0, {_DROP_MASK / 100}] m, got {camera_height}")
         self.height, self.width = height, width
         self.cpu_chunk = cpu_chunk
         self.camera_height = camera_height
@@ -91,6 +94,9 @@ class BatchRenderer:
         self.row_y = (1 - (2 * torch.arange(height, device=self.device) + 1) / height) * tan_v
         self._t_scale = _T_LEVELS / max_depth
         self._inv_row_y = 1.0 / self.row_y
+        # A box top `drop` cm below the camera meets the ray of row r at depth drop * _top_factor[r] (rows below
+        # the horizon; the factor is negative above it, where only boxes as high as the camera are seen).
+        self._top_factor = (-0.01 * self._inv_row_y)[None, :, None]
         floor = camera_height * -self._inv_row_y
         self._floor_depth = torch.where(self.row_y < 0, floor, torch.full_like(floor, math.inf))
 
@@ -146,9 +152,8 @@ class BatchRenderer:
         # Rows whose slope y is at most y_max see this box: its front face, or its top if lower than the camera.
         y_max = rise / torch.where(rise < 0, t_out, t_in)
         first_row = torch.ceil((rows - 1) / 2 - y_max * (rows / (2 * self.tan_v))).clamp_(0, rows).long()
-        tag = (height * 100).round().int().clamp_(0, _H_MASK) << _H_SHIFT | torch.arange(
-            boxes.shape[1], dtype=torch.int32, device=pos.device
-        )
+        drop = ((cam_h - height.clamp(max=cam_h)) * 100).round().int()
+        tag = drop << _DROP_SHIFT | torch.arange(boxes.shape[1], dtype=torch.int32, device=pos.device)
         key = (t_in.clamp(0, self.max_depth) * self._t_scale).round_().int() << _T_SHIFT | tag[:, :, None]
         if rgb:
             key |= (tx_near > ty_near).int() << _FACE_SHIFT
@@ -157,18 +162,18 @@ class BatchRenderer:
         per_row.scatter_reduce_(1, first_row, key, reduce="amin")
         nearest = _cummin_rows(per_row[:, :rows])  # (N, H, W): nearest box covering each pixel
 
-        t = (nearest >> _T_SHIFT).float() * (1.0 / self._t_scale)
-        box_h = ((nearest >> _H_SHIFT) & _H_MASK).float() * 0.01
-        top = (box_h - cam_h) * self._inv_row_y[None, :, None]  # depth where the pixel's ray meets the box's top
-        is_top = (box_h < cam_h) & (top > t)
-        box_depth = torch.where(is_top, top, t)
+        t = (nearest >> _T_SHIFT).float().mul_(1.0 / self._t_scale)
+        # Seen from above, a low box shows its top from its entry depth on: depth is the later of the two.
+        top = ((nearest >> _DROP_SHIFT) & _DROP_MASK).float().mul_(self._top_factor)
+        box_depth = torch.maximum(t, top)
         ceiling = (scene.ceiling[:, None] - cam_h) * self._inv_row_y[None, :]
         plane = torch.where(self.row_y[None, :] > 0, ceiling, self._floor_depth[None, :])  # (N, H)
-        depth = torch.minimum(box_depth, plane[:, :, None])
+        depth = torch.minimum(box_depth, plane.clamp_(max=self.max_depth)[:, :, None])
         if not rgb:
-            return depth.clamp_(max=self.max_depth).unsqueeze(-1), None
+            return depth.unsqueeze(-1), None
+        is_top = top > t
         colour = self._colour(pos, dx, dy, nearest, depth, box_depth, is_top, replace(scene, boxes=boxes))
-        return depth.clamp_(max=self.max_depth).unsqueeze(-1), colour
+        return depth.unsqueeze(-1), colour
 
     def _cull(
         self, pos: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, boxes: torch.Tensor, keep_far: bool
@@ -237,10 +242,12 @@ class BatchRenderer:
 
 
 def _cummin_rows(x: torch.Tensor) -> torch.Tensor:
-    """Running minimum down dim 1 by doubling steps (several times faster than ``torch.cummin`` on CPU)."""
-    x = x.clone()
+    """Running minimum down dim 1 by doubling steps between two buffers (much faster than ``torch.cummin`` on CPU)."""
+    src, dst = x, torch.empty_like(x)
     step = 1
     while step < x.shape[1]:
-        x[:, step:] = torch.minimum(x[:, step:], x[:, :-step])
+        dst[:, :step] = src[:, :step]
+        torch.minimum(src[:, step:], src[:, :-step], out=dst[:, step:])
+        src, dst = dst, (src if src is not x else torch.empty_like(x))
         step *= 2
-    return x
+    return src
