@@ -3,8 +3,10 @@
 For each M it runs, one after another in one run, with random actions (pre-sampled, not
 timed):
 
-* ``duels``: M ``doom_duel_v0`` matches as one ``MultiAgentVectorEnv`` (2M agent slots; each
-  match in a worker process, each player's game in its own process, games in lockstep);
+* ``shared``: ``doom_duel_v0.vector_env(M)`` (2M agent slots; with two workers each holds
+  one player position of every match; games in lockstep);
+* ``per match``: M ``doom_duel_v0`` ParallelEnvs as one ``MultiAgentVectorEnv`` (matches in
+  the workers, each player's game behind a worker process of its own: 2M more processes);
 * ``vs bots``: ``vecfast/DoomDuelBots-v0`` (one learning player against one built-in bot,
   the same map, screen and action heads) with 2M envs in an ``AsyncSharedMemVectorEnv``.
 
@@ -33,8 +35,12 @@ import vecfast
 from vecfast.multiagent import MultiAgentVectorEnv, doom_duel_v0
 
 
-def _duels(num_matches: int, num_workers: int) -> Any:
-    return MultiAgentVectorEnv([doom_duel_v0.parallel_env] * num_matches, num_workers=num_workers)
+def _per_match(num_matches: int, num_workers: int) -> Any:
+    return MultiAgentVectorEnv([doom_duel_v0.parallel_env] * num_matches, num_workers=min(num_workers, num_matches))
+
+
+def _shared(num_matches: int, num_workers: int) -> Any:
+    return doom_duel_v0.vector_env(num_matches, num_workers=num_workers)
 
 
 def _vs_bots(num_envs: int, num_workers: int) -> Any:
@@ -72,17 +78,25 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for m in args.matches:
-        duel_rate, duel_cpu = measure(_duels(m, min(args.num_workers, m)), args.seconds)
-        bots_rate, bots_cpu = measure(_vs_bots(2 * m, args.num_workers), args.seconds)
-        rows.append({"matches": m, "duel": [duel_rate, duel_cpu], "vs_bots": [bots_rate, bots_cpu]})
-    print(f"\n{args.seconds} s per measurement, random actions, 128x72 screens, frame skip 2")
-    print("| M | duel agent-steps/s | vs-bots steps/s (2M envs) | per agent | duel CPU ms/1000 | vs-bots CPU ms/1000 |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        row = {"matches": m}
+        for name, build in (("shared", _shared), ("per_match", _per_match), ("vs_bots", _vs_bots)):
+            row[name] = measure(build(m if name != "vs_bots" else 2 * m, args.num_workers), args.seconds)
+        rows.append(row)
+    print(f"\n{args.seconds} s per measurement, random actions, 128x72 screens, frame skip 2; CPU: ms per 1000 steps")
+    print(
+        "| M | shared agent-steps/s | per-match agent-steps/s | vs-bots steps/s (2M envs) | per agent (shared) |"
+        " shared CPU | per-match CPU | vs-bots CPU |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
-        (duel_rate, duel_cpu), (bots_rate, bots_cpu) = row["duel"], row["vs_bots"]
+        (shared, shared_cpu), (per_match, per_match_cpu), (bots, bots_cpu) = (
+            row["shared"],
+            row["per_match"],
+            row["vs_bots"],
+        )
         print(
-            f"| {row['matches']} | {duel_rate:,.0f} | {bots_rate:,.0f} | {duel_rate / bots_rate:.2f}x "
-            f"| {duel_cpu:,.2f} | {bots_cpu:,.2f} |"
+            f"| {row['matches']} | {shared:,.0f} | {per_match:,.0f} | {bots:,.0f} | {shared / bots:.2f}x "
+            f"| {shared_cpu:,.0f} | {per_match_cpu:,.0f} | {bots_cpu:,.0f} |"
         )
     if args.json:
         with open(args.json, "w") as f:

@@ -178,3 +178,64 @@ def test_killing_the_owner_leaves_no_game_and_no_shared_memory(tmp_path: Any, pr
         if owner.poll() is None:
             owner.kill()
     assert shm_names.isdisjoint(shm_entries())
+
+
+def test_vector_env_runs_matches_in_shared_workers(process_guard: Any) -> None:
+    env = doom_duel_v0.vector_env(2, timelimit_minutes=SHORT)
+    process_guard.watch(descendants())
+    try:
+        obs, infos = env.reset(seed=0)
+        assert env.num_envs == 4 and obs["screen"].shape == (4, 3, 72, 128)
+        assert infos["agent_id"].tolist() == ["player_0", "player_1"] * 2
+        assert infos["match_id"].tolist() == [0, 0, 1, 1]
+        assert len(set(env.ports)) == 2
+        workers = [p for p in descendants() if p.name() != "vizdoom" and "reaper" not in " ".join(p.cmdline())]
+        assert len(workers) == 2 and len(games()) == 4  # no process per match
+        env.action_space.seed(0)
+        ends = []
+        for t in range(110):  # two matches each (52-53 steps, then a reset step)
+            obs, rewards, terminated, truncated, infos = env.step(env.action_space.sample())
+            assert not terminated.any()
+            np.testing.assert_array_equal(truncated.reshape(2, 2).all(axis=1), truncated.reshape(2, 2).any(axis=1))
+            if truncated.any():
+                ends.append(t)
+                frags = infos["frags"].reshape(2, 2)
+                for m in np.flatnonzero(truncated.reshape(2, 2).all(axis=1)):
+                    want = doom_match.outcomes(frags[m])
+                    assert infos["outcome"][2 * m : 2 * m + 2].tolist() == want
+            elif ends and t == ends[-1] + 1:
+                assert not infos["active"].any()  # the reset step
+            else:
+                assert infos["active"].all() and {"frags", "deaths"} <= set(infos)
+        assert len(ends) == 2
+        mask = np.array([True, False, False, False])
+        with pytest.raises(ValueError, match="a match resets as a whole"):
+            env.reset(options={"reset_mask": mask})
+        obs, _ = env.reset(options={"reset_mask": np.array([False, False, True, True])})
+        assert obs["screen"].shape == (4, 3, 72, 128)
+    finally:
+        env.close()
+    assert games() == []
+
+
+def test_vector_env_starts_all_matches_again_when_a_game_dies(process_guard: Any) -> None:
+    env = doom_duel_v0.vector_env(2, timelimit_minutes=1.0, timeout=5.0)
+    process_guard.watch(descendants())
+    try:
+        env.reset(seed=0)
+        noop = np.tile(NOOP, (4, 1))
+        env.step(noop)
+        victims = games()
+        victims[0].kill()
+        for _ in range(10):
+            _, _, _, truncated, infos = env.step(noop)
+            if "match_restarted" in infos:
+                break
+        assert truncated.all() and env.restarts == 1
+        assert wait_gone(victims, timeout=5) == []
+        _, rewards, _, truncated, infos = env.step(noop)  # the reset step of the new matches
+        assert not truncated.any() and not infos["active"].any() and (rewards == 0).all()
+        _, _, _, truncated, infos = env.step(noop)
+        assert infos["active"].all() and len(games()) == 4
+    finally:
+        env.close()

@@ -2,7 +2,8 @@
 
 ``parallel_env(num_agents=4, num_bots=0, frame_skip=2, timelimit_minutes=4.0, resolution=(128, 72),
 reward_shaping=None, ...)`` returns a :class:`~vecfast.multiagent.doom_match.DoomMatch`;
-``env(...)`` its AEC version.
+``env(...)`` its AEC version; ``vector_env(num_matches, ...)`` many matches as one flat vector
+env of agent slots (:class:`~vecfast.multiagent.doom_vector.DoomMatchesVectorEnv`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from pettingzoo import AECEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from vecfast.multiagent.doom_match import DoomMatch
+from vecfast.multiagent.doom_vector import DoomMatchesVectorEnv
 
-__all__ = ["env", "parallel_env"]
+__all__ = ["env", "parallel_env", "vector_env"]
 
 
 def parallel_env(num_agents: int = 4, **kwargs: Any) -> DoomMatch:
@@ -23,3 +25,7 @@ def parallel_env(num_agents: int = 4, **kwargs: Any) -> DoomMatch:
 
 def env(**kwargs: Any) -> AECEnv:
     return parallel_to_aec(parallel_env(**kwargs))
+
+
+def vector_env(num_matches: int, num_agents: int = 4, **kwargs: Any) -> DoomMatchesVectorEnv:
+    return DoomMatchesVectorEnv("multi_deathmatch.wad", num_matches, num_agents, **kwargs)

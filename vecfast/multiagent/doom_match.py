@@ -25,9 +25,9 @@ from pettingzoo import ParallelEnv
 from vecfast.envs.doom.full_game_env import DoomFullGameEnv
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 
-__all__ = ["DoomMatch", "DoomPlayerEnv", "free_udp_port"]
+__all__ = ["DoomMatch", "DoomPlayerEnv", "free_udp_port", "outcomes"]
 
-_MATCH_FAILURES = (EnvError, StepTimeoutError, WorkerDiedError)
+MATCH_FAILURES = (EnvError, StepTimeoutError, WorkerDiedError)  # what tears a match down
 _SOLO_HOST = "-host 1 "  # how DoomFullGameEnv hosts its single-player match
 
 
@@ -174,7 +174,7 @@ class DoomMatch(ParallelEnv):
             try:
                 obs, infos = self._players.reset(seed=seed, options=options)
                 break
-            except _MATCH_FAILURES as exc:
+            except MATCH_FAILURES as exc:
                 if attempt + 1 == self.max_start_attempts:
                     raise RuntimeError(f"no match started in {self.max_start_attempts} attempts: {exc}") from exc
                 self._restart()
@@ -187,7 +187,7 @@ class DoomMatch(ParallelEnv):
         batch = np.stack([np.asarray(actions[agent]) for agent in self.agents])
         try:
             obs, rewards, terminations, truncations, infos = self._players.step(batch)
-        except _MATCH_FAILURES as exc:
+        except MATCH_FAILURES as exc:
             self._restart()
             self.agents = []
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
@@ -235,6 +235,11 @@ class DoomMatch(ParallelEnv):
 
     def _add_outcomes(self, agent_infos: dict[str, dict[str, Any]]) -> None:
         frags = np.array([agent_infos[agent].get("frags", 0.0) for agent in self.possible_agents])
-        top = frags == frags.max()
-        for i, agent in enumerate(self.possible_agents):
-            agent_infos[agent]["outcome"] = "loss" if not top[i] else "win" if top.sum() == 1 else "draw"
+        for agent, outcome in zip(self.possible_agents, outcomes(frags), strict=True):
+            agent_infos[agent]["outcome"] = outcome
+
+
+def outcomes(frags: np.ndarray) -> list[str]:
+    """Each player's result by final frags: ``"win"`` (most, alone), ``"draw"`` (most, tied) or ``"loss"``."""
+    top = frags == frags.max()
+    return ["loss" if not best else "win" if top.sum() == 1 else "draw" for best in top]

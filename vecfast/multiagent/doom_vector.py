@@ -1,0 +1,225 @@
+"""Many networked Doom matches as one flat vector env, the players of all matches sharing worker processes."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from vecfast.multiagent.doom_match import MATCH_FAILURES, DoomPlayerEnv, free_udp_port, outcomes
+from vecfast.multiagent.slots import SlotLayout
+from vecfast.vector import AsyncSharedMemVectorEnv
+from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.shared_buffers import map_tree
+
+__all__ = ["DoomMatchesVectorEnv"]
+
+
+class DoomMatchesVectorEnv(VectorEnv):
+    """M networked Doom matches of ``num_agents`` players as one VectorEnv of M x num_agents agent slots.
+
+    Same slots, infos (``agent_id``, ``match_id``, ``active``, per-player figures and, when a
+    match ends, ``outcome``) and ``NEXT_STEP`` autoreset as
+    :class:`~vecfast.multiagent.MultiAgentVectorEnv` over
+    :class:`~vecfast.multiagent.doom_match.DoomMatch` (players never end before their
+    match), but without a process per match: every player's game is one env of a single
+    :class:`~vecfast.vector.AsyncSharedMemVectorEnv` whose workers each hold one player
+    position of a group of matches and step them in match order. The players of a match are
+    thus in different workers and always act at once (lockstep), and M matches cost
+    ``num_workers`` processes besides their games rather than M x (num_agents + 1).
+
+    Reliability: workers share matches, so a failure anywhere (a player process that dies,
+    a match that stops answering for ``timeout`` seconds, a host that cannot start) tears
+    down every match of this env and starts them again on fresh ports: that step returns
+    every slot ``truncated=True`` with ``info["match_restarted"]`` (the reason) and the next
+    step resets them (``info["active"]`` False).
+
+    Args:
+        wad: the multiplayer map (``"multi_duel.wad"``, ``"multi_deathmatch.wad"``).
+        num_matches: matches played at once.
+        num_agents: players per match.
+        num_workers: a multiple of ``num_agents`` whose quotient divides ``num_matches``;
+            default ``num_agents`` (one worker per player position).
+        timeout, max_start_attempts: as for :class:`~vecfast.multiagent.doom_match.DoomMatch`.
+        spin_us: as for :class:`~vecfast.vector.AsyncSharedMemVectorEnv`.
+        game_kwargs: ``frame_skip``, ``timelimit_minutes``, ``resolution``, ``reward_shaping``,
+            ``render_mode`` of every player's :class:`~vecfast.envs.doom.DoomFullGameEnv`.
+    """
+
+    def __init__(
+        self,
+        wad: str,
+        num_matches: int,
+        num_agents: int = 2,
+        *,
+        num_workers: int | None = None,
+        timeout: float = 20.0,
+        max_start_attempts: int = 5,
+        spin_us: float = 200.0,
+        **game_kwargs: Any,
+    ) -> None:
+        if num_matches < 1 or num_agents < 1:
+            raise ValueError(f"num_matches and num_agents must be >= 1, got {num_matches} and {num_agents}")
+        num_workers = num_agents if num_workers is None else num_workers
+        groups, rest = divmod(num_workers, num_agents)
+        if rest or groups < 1 or num_matches % groups:
+            raise ValueError(
+                f"num_workers must be a multiple of num_agents={num_agents} whose quotient divides "
+                f"num_matches={num_matches} (each worker holds one player of a group of matches), got {num_workers}"
+            )
+        self.num_workers = num_workers
+        self.timeout = timeout
+        self.max_start_attempts = max_start_attempts
+        self.restarts = 0  # times every match was torn down and started again
+        self._spin_us = spin_us
+        self._game_kwargs = {"wad": wad, "connect_timeout": timeout, **game_kwargs}
+        self.slots = SlotLayout(num_matches, [f"player_{p}" for p in range(num_agents)])
+        self.num_matches = num_matches
+        self.num_agents = num_agents
+        self.num_envs = self.slots.num_slots
+        self.possible_agents = self.slots.possible_agents
+        self.agent_ids = self.slots.agent_ids
+        self.match_ids = self.slots.match_ids
+        # Player-major env order (env p * M + m is player p of match m) puts each player
+        # position in its own workers, matches in the same order in all of them.
+        self._env_of_slot = np.array([p * num_matches + m for m in range(num_matches) for p in range(num_agents)])
+        self._slot_of_env = np.argsort(self._env_of_slot)
+        self._match_of_env = np.arange(self.num_envs) % num_matches
+        self._slot_ids = np.arange(self.num_envs)
+        self.players = self._start_players()
+        self.single_observation_space = self.players.single_observation_space
+        self.single_action_space = self.players.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = dict(self.players.metadata)
+        self.render_mode = self.players.render_mode
+        self._ended = np.zeros(self.num_envs, np.bool_)  # last reported terminated | truncated
+        self._restart_pending = False  # torn down: the next step starts the matches again
+        self._last_obs: Any = None
+
+    def _start_players(self) -> AsyncSharedMemVectorEnv:
+        self.ports = [free_udp_port() for _ in range(self.num_matches)]
+        n, m, kwargs = self.num_agents, self.num_matches, self._game_kwargs
+        fns = [functools.partial(DoomPlayerEnv, e // m, n, self.ports[e % m], **kwargs) for e in range(n * m)]
+        return AsyncSharedMemVectorEnv(
+            fns,
+            copy=False,  # rows are gathered into slot order, which copies them anyway
+            num_workers=self.num_workers,
+            double_buffered=False,
+            autoreset_mode=AutoresetMode.NEXT_STEP,
+            step_timeout=self.timeout + 5.0,  # the games give up connecting after `timeout`
+            spin_us=self._spin_us,
+        )
+
+    def _replace_players(self) -> None:
+        self.players.close(terminate=True)
+        self.restarts += 1
+        self.players = self._start_players()
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every match, or the whole matches ``options["reset_mask"]`` selects."""
+        mask = options.pop("reset_mask", None) if options else None
+        env_seeds = seed if seed is None or isinstance(seed, (int, np.integer)) else self._to_envs(list(seed))
+        if mask is not None and not self._restart_pending:
+            to_reset = self.slots.matches_to_reset(mask, self._ended)
+            options = {**options, "reset_mask": to_reset[self._match_of_env]}
+            self._ended[to_reset[self.slots.match_ids]] = False
+        else:
+            self._ended[:] = False
+        return self._start_matches(env_seeds, options)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        check_action_batch(self.action_space, actions, self._slot_ids)
+        if self._restart_pending:  # the reset step of matches started again
+            obs, infos = self._start_matches(None, None)
+            zeros = np.zeros(self.num_envs, np.bool_)
+            infos["active"], infos["_active"] = zeros.copy(), self.slots.all_slots
+            self._ended[:] = False
+            return obs, np.zeros(self.num_envs), zeros, zeros.copy(), infos
+        try:
+            obs, rewards, terminated, truncated, infos = self.players.step(np.asarray(actions)[self._slot_of_env])
+        except MATCH_FAILURES as exc:
+            return self._tear_down(exc)
+        active = ~self._ended
+        terminated, truncated = terminated[self._env_of_slot], truncated[self._env_of_slot]
+        self._ended = terminated | truncated
+        infos = self.slots.add_ids(self._to_slots(infos))
+        infos["active"], infos["_active"] = active, self.slots.all_slots
+        if self._ended.any():
+            self._add_outcomes(infos)
+        self._last_obs = map_tree(lambda a: a[self._env_of_slot], obs)
+        return self._last_obs, rewards[self._env_of_slot], terminated, truncated, infos
+
+    def render(self) -> tuple[Any, ...]:
+        """Each match host's last full-resolution frame."""
+        return self.players.render()[: self.num_matches]
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` on every player's env (a :class:`DoomPlayerEnv`), results in slot order."""
+        return self._tuple_to_slots(self.players.call(name, *args, **kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return self._tuple_to_slots(self.players.get_attr(name))
+
+    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
+        """Set ``name`` on every player's env: one value for all, or one per slot."""
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs:
+                raise ValueError(f"set_attr needs one value per slot ({self.num_envs}), got {len(values)}")
+            values = self._to_envs(list(values))
+        self.players.set_attr(name, values)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.players.close(**kwargs)
+
+    # ----------------------------------------------------------------- internals
+    def _start_matches(self, env_seeds: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+        """Reset the players (starting their games), starting everything again on failure."""
+        for attempt in range(self.max_start_attempts):
+            try:
+                obs, infos = self.players.reset(seed=env_seeds, options=options)
+                break
+            except MATCH_FAILURES as exc:
+                if attempt + 1 == self.max_start_attempts:
+                    raise RuntimeError(f"no matches started in {self.max_start_attempts} attempts: {exc}") from exc
+                self._replace_players()
+                options = None  # the new games all need their first reset
+                self._ended[:] = False
+        self._restart_pending = False
+        self._last_obs = map_tree(lambda a: a[self._env_of_slot], obs)
+        return self._last_obs, self.slots.add_ids(self._to_slots(infos))
+
+    def _tear_down(self, exc: BaseException) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        self._replace_players()
+        self._restart_pending = True
+        self._ended[:] = True
+        infos = self.slots.add_ids({"match_restarted": np.full(self.num_envs, reason, object)})
+        infos["_match_restarted"] = self.slots.all_slots
+        infos["active"], infos["_active"] = ~self._ended, self.slots.all_slots
+        truncated = np.ones(self.num_envs, np.bool_)
+        return self._last_obs, np.zeros(self.num_envs), np.zeros(self.num_envs, np.bool_), truncated, infos
+
+    def _add_outcomes(self, infos: dict[str, Any]) -> None:
+        frags = infos["frags"].reshape(self.num_matches, self.num_agents)
+        over = self._ended.reshape(self.num_matches, self.num_agents).all(axis=1)
+        result = np.full(self.num_envs, None, object)
+        for m in np.flatnonzero(over).tolist():
+            result[m * self.num_agents : (m + 1) * self.num_agents] = outcomes(frags[m])
+        infos["outcome"], infos["_outcome"] = result, np.repeat(over, self.num_agents)
+
+    def _to_slots(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """Player-env-indexed info arrays (and masks) in slot order."""
+        return {k: self._to_slots(v) if isinstance(v, dict) else v[self._env_of_slot] for k, v in infos.items()}
+
+    def _tuple_to_slots(self, per_env: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(per_env[e] for e in self._env_of_slot)
+
+    def _to_envs(self, per_slot: list[Any]) -> list[Any]:
+        return [per_slot[s] for s in self._slot_of_env]
