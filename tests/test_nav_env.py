@@ -220,6 +220,8 @@ def test_cli_and_default_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = default_scene_dir(num=2, seed=4)
     assert out.is_relative_to(tmp_path / "cache") and (out / "index.json").exists()
+    args = parser.parse_args(["nav", "make-scenes", "--num", "2", "--seed", "4"])
+    assert args.handler(args) == 0 and len(list(out.glob("*.npz"))) == 2
 
 
 # ---------------------------------------------------------------------------- dynamics and metrics

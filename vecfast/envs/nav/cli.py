@@ -14,19 +14,21 @@ def add_nav_commands(subparsers: Any) -> None:
     make = commands.add_parser(
         "make-scenes",
         help="generate indoor scenes with their episodes, one .npz per scene",
-        description="Generate scenes 0..NUM-1 of SEED into OUT (deterministic; existing files are kept).",
+        description="Generate scenes 0..NUM-1 of SEED into OUT (deterministic; existing files are kept). "
+        "Without --out they go to the user cache ($XDG_CACHE_HOME/vecfast/nav), where envs find the default set.",
     )
     make.add_argument("--num", type=int, default=200, help="number of scenes (default 200)")
     make.add_argument("--seed", type=int, default=0, help="seed of the scene set (default 0)")
-    make.add_argument("--out", type=Path, required=True, help="output directory")
+    make.add_argument("--out", type=Path, help="output directory (default: the user cache)")
     make.set_defaults(handler=_make_scenes)
 
 
 def _make_scenes(args: argparse.Namespace) -> int:
-    from vecfast.envs.nav.scenes import make_scenes
+    from vecfast.envs.nav.scenes import default_scene_dir, make_scenes
 
     if args.num <= 0:
         raise SystemExit(f"vecfast nav make-scenes: --num must be > 0, got {args.num}")
-    paths = make_scenes(args.num, args.seed, args.out)
-    print(f"{len(paths)} scenes in {args.out}")
+    out = default_scene_dir(args.num, args.seed) if args.out is None else args.out
+    paths = make_scenes(args.num, args.seed, out)
+    print(f"{len(paths)} scenes in {out}")
     return 0
