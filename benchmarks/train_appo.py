@@ -71,6 +71,7 @@ def main() -> None:
     p.add_argument("--frames", type=int, default=None, help="train for this many env frames instead")
     p.add_argument("--sim-seconds", type=float, default=20.0)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    p.add_argument("--live", action="store_true", help="show the live dashboard while training")
     p.add_argument("--out", type=Path, default=Path(__file__).with_name("train_appo.json"))
     args = p.parse_args()
     overrides = {**SETTINGS, **parse_overrides(args.set)}
@@ -84,7 +85,7 @@ def main() -> None:
     else:
         total, overrides["train_for_seconds"] = 10**12, args.seconds
     with tempfile.TemporaryDirectory() as run_dir:
-        result = train(ENV_ID, algo="appo", total_env_steps=total, run_dir=run_dir, live=True, **overrides)
+        result = train(ENV_ID, algo="appo", total_env_steps=total, run_dir=run_dir, live=args.live, **overrides)
     stats = result.stats
     train_sps = stats["env_steps"] / stats["time"]
     report = {

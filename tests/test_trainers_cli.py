@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+import cv2
 import pytest
 from PIL import Image
 
@@ -36,7 +37,7 @@ def test_train_then_enjoy_on_the_command_line(tmp_path: Path, capsys: pytest.Cap
     assert all(float(line.split()[-1]) >= 1 for line in lines)  # CartPole pays 1 per step
 
 
-def test_enjoy_writes_a_gif_of_doom_episodes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_enjoy_writes_videos_of_doom_episodes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("vizdoom")
     run_dir = tmp_path / "doom"
     argv = ["train", "vecfast/DoomBasic-v0", "--total-env-steps", "64", "--run-dir", str(run_dir), "--no-live"]
@@ -44,10 +45,17 @@ def test_enjoy_writes_a_gif_of_doom_episodes(tmp_path: Path, capsys: pytest.Capt
     argv += ["--rnn_size", "16", "--encoder_conv_mlp_layers", "32", "--encoder_mlp_layers", "8"]
     assert run_cli(argv) == 0
     capsys.readouterr()
-    video = tmp_path / "episodes.gif"
+    video = tmp_path / "episodes.mp4"
     assert run_cli(["enjoy", str(run_dir), "--episodes", "1", "--video", str(video), "--max-steps", "20"]) == 0
-    with Image.open(video) as gif:
-        assert 1 < gif.n_frames <= 20 and gif.size == (160, 120)  # (Pillow merges identical frames)
+    capture = cv2.VideoCapture(str(video))
+    assert capture.get(cv2.CAP_PROP_FRAME_COUNT) == 20
+    assert (capture.get(cv2.CAP_PROP_FRAME_WIDTH), capture.get(cv2.CAP_PROP_FRAME_HEIGHT)) == (160, 120)
+    capture.release()
+    gif = tmp_path / "episodes.gif"
+    argv = ["enjoy", str(run_dir), "--episodes", "1", "--video", str(gif), "--max-steps", "20", "--stochastic"]
+    assert run_cli(argv) == 0
+    with Image.open(gif) as image:
+        assert 1 < image.n_frames <= 20 and image.size == (160, 120)  # (Pillow merges identical frames)
 
 
 def test_unknown_values_are_rejected_by_the_parser() -> None:

@@ -189,3 +189,18 @@ def test_config_rejects_unknown_keys_and_bad_batches() -> None:
         TrainConfig.from_overrides(num_envs_per_wroker=4)
     with pytest.raises(ValueError, match="multiple of rollout"):
         TrainConfig.from_overrides(batch_size=100, rollout=32)
+
+
+@pytest.mark.parametrize("shape", [(3, 36, 64), (36, 64, 3)], ids=["CHW", "HWC"])
+def test_image_normalisation_folded_into_the_first_convolution_is_exact(shape: tuple[int, ...]) -> None:
+    from vecfast.trainers.models import ConvEncoder
+
+    torch.manual_seed(0)
+    encoder = ConvEncoder(shape, small_config())
+    images = torch.randint(0, 256, (6, *shape), dtype=torch.uint8)
+    encoder.update_norm(images)
+    pixels = encoder.nchw(images) / 255.0
+    assert torch.allclose(encoder.norm.mean.flatten(), pixels.mean((0, 2, 3)).double(), atol=1e-6)
+    std = (encoder.norm.var + encoder.norm.epsilon).sqrt().float()
+    explicit = encoder.mlp(encoder.rest(encoder.first((pixels - encoder.norm.mean.float()) / std)))
+    torch.testing.assert_close(encoder(images), explicit, atol=1e-5, rtol=1e-4)

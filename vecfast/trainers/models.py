@@ -57,30 +57,58 @@ def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
 
 
 class ConvEncoder(nn.Module):
-    """uint8 image (channels first, or last when the last dimension has 1, 3 or 4 channels) -> features."""
+    """uint8 image (channels first, or last when the last dimension has 1, 3 or 4 channels) -> features.
+
+    Pixels are scaled to [0, 1] and (with ``normalize_input``) standardised per channel
+    with running statistics, as Sample Factory normalises every observation entry. Both
+    are affine per channel, so they are folded into the first convolution's weights and
+    bias rather than applied to every pixel.
+    """
 
     def __init__(self, shape: tuple[int, ...], cfg: TrainConfig) -> None:
         super().__init__()
         self.channels_last = shape[-1] in (1, 3, 4) and shape[0] not in (1, 3, 4)
-        c, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else shape
+        channels, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else shape
         activation = _ACTIVATIONS[cfg.nonlinearity]
         layers: list[nn.Module] = []
+        c = channels
         for out_channels, kernel, stride in CONV_ARCHITECTURES[cfg.encoder_conv_architecture]:
-            layers += [nn.Conv2d(c, out_channels, kernel, stride), activation()]
+            conv = nn.Conv2d(c, out_channels, kernel, stride)
+            nn.init.orthogonal_(conv.weight, np.sqrt(2))
+            nn.init.zeros_(conv.bias)
+            layers += [conv, activation()]
             c = out_channels
         # channels-last is oneDNN's fast layout for these convolutions (~1.3x on CPU)
-        self.conv = nn.Sequential(*layers, nn.Flatten()).to(memory_format=torch.channels_last)
+        self.first = layers[0].to(memory_format=torch.channels_last)
+        self.rest = nn.Sequential(*layers[1:], nn.Flatten()).to(memory_format=torch.channels_last)
         with torch.no_grad():
-            flat = self.conv(torch.zeros(1, shape[2] if self.channels_last else shape[0], h, w)).shape[1]
+            flat = self.rest(self.first(torch.zeros(1, channels, h, w))).shape[1]
         self.mlp = _mlp([flat, *cfg.encoder_conv_mlp_layers], activation)
         self.out_features = cfg.encoder_conv_mlp_layers[-1] if cfg.encoder_conv_mlp_layers else flat
+        self.norm = RunningMeanStd((channels, 1, 1)) if cfg.normalize_input else None
         self.bf16 = cfg.encoder_bf16
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # NHWC data permuted is already a channels-last view; NCHW data is copied while still uint8
+    def nchw(self, x: torch.Tensor) -> torch.Tensor:
+        """Raw pixels as floats, channels first (stored channels-last: NHWC data permuted already is)."""
         x = x.permute(0, 3, 1, 2) if self.channels_last else x.contiguous(memory_format=torch.channels_last)
+        return x.float()
+
+    @torch.no_grad()
+    def update_norm(self, images: torch.Tensor) -> None:
+        """Fold the per-channel statistics of a batch of images (scaled to [0, 1]) in."""
+        x = self.nchw(images) * (1.0 / 255.0)
+        self.norm.update(x.permute(0, 2, 3, 1).reshape(-1, x.shape[1], 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # input = x * scale + shift per channel, so conv(W, input) = conv(W * scale, x) + sum(W * shift)
+        weight, bias = self.first.weight * (1.0 / 255.0), self.first.bias
+        if self.norm is not None:
+            std = (self.norm.var + self.norm.epsilon).sqrt().float()
+            weight = weight / std
+            bias = bias - (self.first.weight * (self.norm.mean.float() / std)).sum((1, 2, 3))
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            return self.mlp(self.conv(x.float() * (1.0 / 255.0))).float()
+            x = nn.functional.conv2d(self.nchw(x), weight, bias, self.first.stride)
+            return self.mlp(self.rest(x)).float()  # rest starts with the first convolution's activation
 
 
 class VectorEncoder(nn.Module):
@@ -169,8 +197,14 @@ class ActorCritic(nn.Module):
     @torch.no_grad()
     def update_normalizers(self, obs: Mapping[str, torch.Tensor]) -> None:
         for key, enc in self.encoders.items():
-            if isinstance(enc, VectorEncoder) and enc.norm is not None:
-                enc.norm.update(enc.flat(obs[key].reshape(-1, *self.obs_spaces[key].shape)))
+            if enc.norm is None:
+                continue
+            flat = obs[key].reshape(-1, *self.obs_spaces[key].shape)
+            if isinstance(enc, ConvEncoder):
+                perm = torch.randperm(flat.shape[0], device=flat.device)
+                enc.update_norm(flat[perm[:64]])  # a random subset: the statistics of pixels settle fast
+            else:
+                enc.norm.update(enc.flat(flat))
 
     def normalize_value(self, v: torch.Tensor) -> torch.Tensor:
         return v if self.returns_norm is None else self.returns_norm.normalize(v)
