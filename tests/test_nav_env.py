@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import heapq
 import math
 from pathlib import Path
@@ -388,3 +389,21 @@ def test_a_single_env_rotates_scenes_in_one_slot(scene_dir: Path) -> None:
         assert len(set(seen)) == 4
     finally:
         env.close()
+
+
+@pytest.mark.timeout(90)
+def test_single_envs_run_in_forked_workers_after_torch_ran_threaded_here(scene_dir: Path, make_async) -> None:
+    """A fork()ed child hangs in its first multi-threaded torch op once the parent used torch's OpenMP pool.
+
+    The batch renders below do; single envs must then stay off the pool (their scene copies go through numpy).
+    """
+    batched = BatchedPointNavEnv(256, scenes=scene_dir, width=16, height=16)
+    batched.reset(seed=0)
+    batched.step(torch.ones(256, dtype=torch.long))
+    batched.close()
+    make = functools.partial(gymnasium.make, "vecfast/PointNav-v0", scenes=scene_dir, width=16, height=16)
+    envs = make_async([make] * 4, num_workers=2, context="fork")
+    obs, _ = envs.reset(seed=0)
+    for _ in range(5):
+        obs, reward, *_ = envs.step(np.ones(4, dtype=np.int64))
+    assert obs["depth"].shape == (4, 16, 16, 1) and np.isfinite(reward).all()

@@ -80,20 +80,33 @@ class SceneBank:
         self.agent_radius = probe.agent_radius
         num_goals = len(probe.goals)
         num_episodes = len(probe.episodes)
-        self.walkable = torch.zeros((num_slots, rows, cols), dtype=torch.bool, device=device)
-        self.fields = torch.full((num_slots, num_goals, rows, cols), torch.inf, device=device)
-        self.boxes = torch.zeros((num_slots, index.max_boxes, 6), device=device)
-        self.ceiling = torch.zeros(num_slots, device=device)
-        self.floor_texture = torch.zeros(num_slots, dtype=torch.long, device=device)
-        self.ceiling_texture = torch.zeros(num_slots, dtype=torch.long, device=device)
-        self.textures = torch.zeros(
-            (num_slots, NUM_TEXTURES, TEXTURE_SIZE, TEXTURE_SIZE, 3), dtype=torch.uint8, device=device
-        )
-        self.episodes = torch.zeros((num_slots, num_episodes, 6), device=device)
-        self.episode_goal = torch.zeros((num_slots, num_episodes), dtype=torch.long, device=device)
+        self.walkable = self._new((num_slots, rows, cols), np.bool_, False)
+        self.fields = self._new((num_slots, num_goals, rows, cols), np.float32, np.inf)
+        self.boxes = self._new((num_slots, index.max_boxes, 6), np.float32, 0.0)
+        self.ceiling = self._new((num_slots,), np.float32, 0.0)
+        self.floor_texture = self._new((num_slots,), np.int64, 0)
+        self.ceiling_texture = self._new((num_slots,), np.int64, 0)
+        self.textures = self._new((num_slots, NUM_TEXTURES, TEXTURE_SIZE, TEXTURE_SIZE, 3), np.uint8, 0)
+        self.episodes = self._new((num_slots, num_episodes, 6), np.float32, 0.0)
+        self.episode_goal = self._new((num_slots, num_episodes), np.int64, 0)
         self.slot_path: list[Path | None] = [None] * num_slots
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vecfast-nav-scenes")
         self._next: concurrent.futures.Future[PreparedScene] | None = None
+
+    # ------------------------------------------------------------------ memory
+    # On CPU the slot tensors are filled through numpy, not torch ops: large torch copies run in
+    # OpenMP threads, after which a fork()ed child (a worker of a process-based vector env) hangs
+    # in its first parallel torch op. Single envs thus never start torch's thread pool.
+
+    def _new(self, shape: tuple[int, ...], dtype: type, fill: float | bool) -> torch.Tensor:
+        array = np.full(shape, fill, dtype=dtype)
+        return torch.from_numpy(array) if self.device.type == "cpu" else torch.from_numpy(array).to(self.device)
+
+    def _put(self, target: torch.Tensor, value: np.ndarray | float | bool) -> None:
+        if self.device.type == "cpu":
+            target.numpy()[...] = value
+        else:
+            target.copy_(torch.as_tensor(np.asarray(value)))
 
     # ------------------------------------------------------------------ loading
 
@@ -141,19 +154,21 @@ class SceneBank:
             raise ValueError(f"{prepared.path} does not match its index; regenerate the index with make_scenes")
         if scene.resolution != self.resolution or scene.agent_radius != self.agent_radius:
             raise ValueError(f"{prepared.path}: resolution/agent radius differ from the other scenes of the set")
-        device = self.device
-        self.walkable[slot].zero_()
-        self.walkable[slot, :rows, :cols] = torch.from_numpy(scene.walkable).to(device)
-        self.fields[slot].fill_(torch.inf)
-        self.fields[slot, :, :rows, :cols] = torch.from_numpy(prepared.fields).to(device)
-        self.boxes[slot] = torch.tensor([_FAR, _FAR, _FAR, _FAR, 0.0, 0.0], device=device)
-        self.boxes[slot, : len(scene.boxes)] = torch.from_numpy(scene.boxes).to(device)
-        self.ceiling[slot] = scene.ceiling_height
-        self.floor_texture[slot] = scene.floor_texture
-        self.ceiling_texture[slot] = scene.ceiling_texture
-        self.textures[slot] = torch.from_numpy(scene.textures).to(device)
-        self.episodes[slot] = torch.from_numpy(scene.episodes).to(device)
-        self.episode_goal[slot] = torch.from_numpy(scene.episode_goal).long().to(device)
+        walkable = np.zeros(self.walkable.shape[1:], dtype=bool)
+        walkable[:rows, :cols] = scene.walkable
+        fields = np.full(self.fields.shape[1:], np.inf, dtype=np.float32)
+        fields[:, :rows, :cols] = prepared.fields
+        boxes = np.tile(np.array([_FAR, _FAR, _FAR, _FAR, 0.0, 0.0], np.float32), (self.boxes.shape[1], 1))
+        boxes[: len(scene.boxes)] = scene.boxes
+        self._put(self.walkable[slot], walkable)
+        self._put(self.fields[slot], fields)
+        self._put(self.boxes[slot], boxes)
+        self._put(self.ceiling[slot], scene.ceiling_height)
+        self._put(self.floor_texture[slot], scene.floor_texture)
+        self._put(self.ceiling_texture[slot], scene.ceiling_texture)
+        self._put(self.textures[slot], scene.textures)
+        self._put(self.episodes[slot], scene.episodes)
+        self._put(self.episode_goal[slot], scene.episode_goal)
         self.slot_path[slot] = prepared.path
 
     def release(self, slot: int) -> None:
