@@ -72,6 +72,7 @@ def main() -> None:
     p.add_argument("--sim-seconds", type=float, default=20.0)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument("--live", action="store_true", help="show the live dashboard while training")
+    p.add_argument("--run-dir", type=Path, help="keep the run here (default: a temporary directory)")
     p.add_argument("--out", type=Path, default=Path(__file__).with_name("train_appo.json"))
     args = p.parse_args()
     overrides = {**SETTINGS, **parse_overrides(args.set)}
@@ -84,7 +85,8 @@ def main() -> None:
         total = args.frames // frameskip
     else:
         total, overrides["train_for_seconds"] = 10**12, args.seconds
-    with tempfile.TemporaryDirectory() as run_dir:
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = args.run_dir or tmp
         result = train(ENV_ID, algo="appo", total_env_steps=total, run_dir=run_dir, live=args.live, **overrides)
     stats = result.stats
     train_sps = stats["env_steps"] / stats["time"]

@@ -25,17 +25,18 @@ class EpisodeCounterEnv(gym.Env):
     end by termination, or by truncation when ``truncate``."""
 
     observation_space = spaces.Box(0, 100, (1,), np.float32)
-    action_space = spaces.Discrete(2)
 
-    def __init__(self, length: int, truncate: bool) -> None:
+    def __init__(self, length: int, truncate: bool, action_space: spaces.Space | None = None) -> None:
         self.length, self.truncate, self.count = length, truncate, 0
+        self.action_space = action_space or spaces.Discrete(2)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         self.count = 0
         return np.array([0.0], np.float32), {}
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+    def step(self, action: np.ndarray | int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        assert self.action_space.contains(action), action
         reward = 10.0 + self.count
         self.count += 1
         end = self.count == self.length
@@ -129,3 +130,17 @@ def test_appo_runs_on_doom_with_screen_and_gru(make_async: Callable) -> None:
     assert history[-1]["learner_steps"] == len(history)
     for m in history:
         assert all(np.isfinite(m[k]) for k in ("policy_loss", "value_loss", "entropy", "grad_norm")), m
+
+
+@pytest.mark.parametrize(
+    "action_space",
+    [spaces.MultiDiscrete([3, 2], start=[1, -1]), spaces.Box(-1.0, 1.0, (2,), np.float32)],
+    ids=["MultiDiscrete", "Box"],
+)
+def test_appo_trains_with_multi_discrete_and_box_actions(make_async: Callable, action_space: spaces.Space) -> None:
+    """Actions reach the envs inside their space (the env asserts it) and the learner steps."""
+    fns = [functools.partial(EpisodeCounterEnv, 5, False, action_space)] * 4
+    env = make_async(fns, num_workers=2, batch_size=2)
+    history = train_appo(env, 10**6, None, iterations=3, **MLP, rollout=8, batch_size=32, seed=0)
+    assert [m["learner_steps"] for m in history] == [1, 2, 3]
+    assert all(np.isfinite(m["policy_loss"]) and np.isfinite(m["entropy"]) for m in history)

@@ -10,6 +10,7 @@ has ``first`` True (the recurrent state restarts there).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,7 +66,7 @@ class Trajectories:
             initial_state=zeros((num, model.state_size)),
         )
 
-    def apply(self, fn) -> Trajectories:  # noqa: ANN001 (a tensor -> tensor function)
+    def apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Trajectories:
         """A new Trajectories with ``fn`` applied to every tensor (indexing, moving to a device)."""
         out = {}
         for f in dataclasses.fields(self):
