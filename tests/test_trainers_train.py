@@ -83,7 +83,7 @@ def test_a_signal_stops_training_saves_and_cleans_up(signum: int, tmp_path: Path
     script = (
         "import vecfast.trainers as t\n"
         f"r = t.train('CartPole-v1', total_env_steps=10**9, run_dir={str(tmp_path)!r}, num_workers=2,"
-        " num_envs_per_worker=4, rollout=16, batch_size=64)\n"
+        " num_envs_per_worker=4, rollout=16, batch_size=64, save_every_sec=0)\n"  # a checkpoint per iteration
         "print('STOPPED', r.stats['interrupted'], r.stats['env_steps'], flush=True)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -108,6 +108,7 @@ def test_a_signal_stops_training_saves_and_cleans_up(signum: int, tmp_path: Path
     assert load_checkpoint(tmp_path)["metrics"]["env_steps"] == steps
     assert not wait_gone(children, timeout=5), "env workers outlived the run"
     assert os.path.exists(tmp_path / "config.json")
+    assert not list(tmp_path.glob("checkpoints/.*")), "a checkpoint write was left half done"
 
 
 @pytest.mark.parametrize("algo", ["appo", "ppo"])

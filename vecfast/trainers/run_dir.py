@@ -18,8 +18,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -92,19 +93,23 @@ def load_checkpoint(run_dir: str | os.PathLike, which: str = "last") -> dict[str
     raise FileNotFoundError(f"no readable {which} checkpoint in {checkpoints}" + "".join(f"\n  {e}" for e in errors))
 
 
-def _atomic_torch_save(state: dict[str, Any], path: Path) -> None:
+def _atomic_write(path: Path, write: Callable[[IO], None], mode: str) -> None:
+    """``write`` into a temporary file next to ``path``, flush it to disk, rename it over ``path``."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _atomic_torch_save(state: dict[str, Any], path: Path) -> None:
+    _atomic_write(path, lambda f: torch.save(state, f), "wb")
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    _atomic_write(path, lambda f: f.write(text), "w")

@@ -96,23 +96,31 @@ def _frameskip(env: VectorEnv, cfg: TrainConfig) -> int:
 
 
 class _StopRequest:
-    """SIGTERM (and Ctrl-C) ask the loop to stop after the current iteration, then save and clean up."""
+    """SIGTERM and Ctrl-C ask the loop to stop after the current iteration, then save and clean up.
+
+    Handling SIGINT as a request (rather than a KeyboardInterrupt at a random point) keeps
+    a checkpoint from being interrupted mid-write; a second Ctrl-C interrupts at once.
+    """
+
+    _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StopRequest:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in self._SIGNALS}
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
         self.requested = True
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def train(
@@ -134,7 +142,8 @@ def train(
     checkpoints. ``live``: show the live dashboard (:mod:`vecfast.trainers.viewer`) in the terminal.
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
-    Ctrl-C or SIGTERM stops training early: a final checkpoint is saved and the result returned.
+    Ctrl-C or SIGTERM stops training after the current iteration: a final checkpoint is
+    saved and the result returned (``stats["interrupted"]``); a second Ctrl-C stops at once.
 
     ``stats["env_frames"]`` counts frames as Sample Factory does (env steps times the
     env's frame skip); ``fps`` is env frames per second.
