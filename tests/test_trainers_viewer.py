@@ -98,3 +98,12 @@ def test_view_follows_a_run_in_tmux_and_quits_on_q(tmp_path: Path) -> None:
         assert marker.exists(), "view did not quit on q"
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+def test_progress_follows_the_nearer_limit() -> None:
+    board = Dashboard(total_env_steps=10**12, batch_size=100, time_limit=10.0)
+    board.update(record(1000, 1.0))
+    board.update(record(2000, 4.0))
+    assert board.progress() == pytest.approx(0.4) and board.eta() == pytest.approx(6.0)
+    board.update(record(3000, 10.0))
+    assert board.finished

@@ -133,6 +133,7 @@ class PolicyWorker(threading.Thread):
             obs, rewards, terminated, truncated, info = self.env.recv()
             infer_start = time.perf_counter()
             self.time_waiting_envs += infer_start - wait_start
+            slot_wait_before = self.time_waiting_slots
             ids_np = np.asarray(info["env_id"])
             ids = torch.from_numpy(ids_np).to(dev)
             # 1. the step these envs just finished (none right after the reset)
@@ -184,7 +185,8 @@ class PolicyWorker(threading.Thread):
             state[ids] = new_state
             step[ids] += 1
             stepped[ids_np] = True
-            self.time_inference += time.perf_counter() - infer_start
+            slot_wait = self.time_waiting_slots - slot_wait_before
+            self.time_inference += time.perf_counter() - infer_start - slot_wait  # acting and bookkeeping
             self.env.send(self.model.actor.to_env(actions), ids_np)
 
     def _write_observation(

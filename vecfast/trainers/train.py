@@ -222,7 +222,8 @@ def _run(
         }
         run.save(state, int(metrics["env_steps"]), best=is_best)
 
-    dashboard = LiveDashboard(total_env_steps, cfg.batch_size, f"{env_name} · {algo}") if live else None
+    title = f"{env_name} · {algo}"
+    dashboard = LiveDashboard(total_env_steps, cfg.batch_size, title, cfg.train_for_seconds) if live else None
     with _StopRequest() as stop, dashboard or contextlib.nullcontext():
         try:
             for metrics in trainer.iterations():

@@ -51,8 +51,16 @@ def _fmt_duration(seconds: float) -> str:
 class Dashboard:
     """What the dashboard shows, computed from metrics records (one per learner iteration)."""
 
-    def __init__(self, total_env_steps: int, batch_size: int, title: str = "", history: int = 200) -> None:
+    def __init__(
+        self,
+        total_env_steps: int,
+        batch_size: int,
+        title: str = "",
+        history: int = 200,
+        time_limit: float | None = None,
+    ) -> None:
         self.total_env_steps = total_env_steps
+        self.time_limit = time_limit  # train_for_seconds: progress is whichever limit is nearer
         self.batch_size = batch_size
         self.title = title
         self.first: dict[str, Any] | None = None
@@ -69,8 +77,17 @@ class Dashboard:
         if "mean_episode_return" in record:
             self.returns.append(record["mean_episode_return"])
         self.fps_history.append(self.current("env_frames"))
-        if record["env_steps"] >= self.total_env_steps:
+        if self.progress() >= 1.0:
             self.finished = True
+
+    def progress(self) -> float:
+        """Fraction of the run done: of the env steps, or of the time limit if that is nearer."""
+        if self.last is None:
+            return 0.0
+        done = self.last["env_steps"] / self.total_env_steps if self.total_env_steps else 1.0
+        if self.time_limit:
+            done = max(done, self.last["time"] / self.time_limit)
+        return min(1.0, done)
 
     def _rate(self, key: str, since: dict[str, Any] | None) -> float:
         last = self.last
@@ -93,7 +110,10 @@ class Dashboard:
         rate = self.average("env_steps")
         if self.last is None or not rate > 0:
             return float("nan")
-        return max(0.0, (self.total_env_steps - self.last["env_steps"]) / rate)
+        eta = max(0.0, (self.total_env_steps - self.last["env_steps"]) / rate)
+        if self.time_limit:
+            eta = min(eta, max(0.0, self.time_limit - self.last["time"]))
+        return eta
 
     def component_shares(self) -> dict[str, float]:
         """Share of wall time of each activity over the last interval (policy worker and learner)."""
@@ -165,7 +185,7 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") 
         bar = ProgressBar(total=1.0, completed=min(1.0, max(0.0, share)), width=20)
         components.add_row(name, f"{100 * share:5.1f}%", bar)
 
-    done = min(1.0, m["env_steps"] / board.total_env_steps) if board.total_env_steps else 1.0
+    done = board.progress()
     progress = Table.grid(padding=(0, 2))
     progress.add_column()
     progress.add_column()
@@ -189,8 +209,8 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") 
 class LiveDashboard:
     """In-process dashboard for ``train(live=True)``: ``update(metrics)`` after each iteration."""
 
-    def __init__(self, total_env_steps: int, batch_size: int, title: str) -> None:
-        self.board = Dashboard(total_env_steps, batch_size, title)
+    def __init__(self, total_env_steps: int, batch_size: int, title: str, time_limit: float | None = None) -> None:
+        self.board = Dashboard(total_env_steps, batch_size, title, time_limit=time_limit)
         self.console = Console()
         self.live = Live(render(self.board), console=self.console, auto_refresh=False, transient=False)
 
@@ -240,7 +260,9 @@ def view(run_dir: str | os.PathLike, poll_seconds: float = 0.5, follow: bool = T
     """Show the dashboard of ``run_dir``, following new records until the run finishes or ``q``/Ctrl-C."""
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
-    board = Dashboard(config["total_env_steps"], config["config"]["batch_size"], f"{config['env']} · {config['algo']}")
+    cfg = config["config"]
+    title = f"{config['env']} · {config['algo']}"
+    board = Dashboard(config["total_env_steps"], cfg["batch_size"], title, time_limit=cfg.get("train_for_seconds"))
     console = Console()
     records, offset = read_records(run_dir / "metrics.jsonl", 0)
     for record in records:
