@@ -131,5 +131,6 @@ def test_resume_continues_counters_optimizer_and_normalisation(algo: str, tmp_pa
     final = load_checkpoint(tmp_path)
     adam_steps = [s["step"] for s in final["learner"]["optimizer"]["state"].values()]
     assert all(int(step) == second.stats["learner_steps"] for step in adam_steps)
+    assert final["best_return"] >= saved["best_return"] > 0  # the best so far carried over
     norm = "encoders.obs.norm.count"
     assert final["model"][norm] > saved["model"][norm]  # normalisation statistics kept accumulating

@@ -181,7 +181,8 @@ def train(
         trainer = spec.factory(vec_env, cfg, total_env_steps)
         if state is not None:
             trainer.load_state_dict(state)
-        stats = _run(trainer, run, cfg, total_env_steps, frameskip, algo, env_name, vec_env, live)
+        best = state.get("best_return", -np.inf) if state is not None else -np.inf
+        stats = _run(trainer, run, cfg, total_env_steps, frameskip, algo, env_name, vec_env, live, best)
         return TrainResult(run.path, trainer.model.eval(), stats)
     finally:
         if trainer is not None:
@@ -202,10 +203,11 @@ def _run(
     env_name: str,
     env: VectorEnv,
     live: bool,
+    best_return: float,
 ) -> dict[str, Any]:
+    """Iterate the trainer until a limit or a stop request, logging and checkpointing; the summary stats."""
     start = time.perf_counter()
     last_save, last_best = start, -np.inf
-    best_return = -np.inf
     lag_min, lag_max, lag_sum, iterations = np.inf, -np.inf, 0.0, 0
     metrics: dict[str, Any] = {"env_steps": 0}
     interrupted = False
@@ -219,6 +221,7 @@ def _run(
             "observation_space": env.single_observation_space,
             "action_space": env.single_action_space,
             "metrics": metrics,
+            "best_return": best_return,  # so a resumed run keeps best.pt unless it does better
         }
         run.save(state, int(metrics["env_steps"]), best=is_best)
 
@@ -249,11 +252,11 @@ def _run(
                     and metrics.get("episodes", 0) >= min(cfg.stats_avg, 10)
                     and mean_return > best_return
                 )
+                if best:
+                    best_return, last_best = mean_return, now
                 if best or now - last_save >= cfg.save_every_sec:
                     checkpoint(is_best=best)
                     last_save = now
-                    if best:
-                        best_return, last_best = mean_return, now
                 out_of_time = cfg.train_for_seconds is not None and elapsed >= cfg.train_for_seconds
                 if metrics["env_steps"] >= total_env_steps or out_of_time or stop.requested:
                     interrupted = stop.requested
