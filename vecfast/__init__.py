@@ -5,4 +5,13 @@ from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.make import make_vec
 
 __version__ = "0.1.0"
-__all__ = ["AsyncSharedMemVectorEnv", "__version__", "make_vec"]
+__all__ = ["AsyncSharedMemVectorEnv", "TrainResult", "__version__", "make_vec", "train"]
+
+
+def __getattr__(name: str) -> object:
+    """``vecfast.train``/``TrainResult`` load the trainers (and torch) only when first used."""
+    if name in ("train", "TrainResult"):
+        import vecfast.trainers
+
+        return getattr(vecfast.trainers, name)
+    raise AttributeError(f"module 'vecfast' has no attribute {name!r}")

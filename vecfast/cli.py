@@ -99,7 +99,19 @@ def _bench(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-_SUBCOMMANDS: list[Callable[[Any], None]] = [_add_bench]
+def _add_nav_commands(subparsers: Any) -> None:
+    from vecfast.envs.nav.cli import add_nav_commands
+
+    add_nav_commands(subparsers)
+
+
+def _add_train_commands(subparsers: Any) -> None:
+    from vecfast.trainers.cli import add_train_commands
+
+    add_train_commands(subparsers)
+
+
+_SUBCOMMANDS: list[Callable[[Any], None]] = [_add_bench, _add_nav_commands, _add_train_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

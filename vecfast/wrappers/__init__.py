@@ -12,6 +12,7 @@ from vecfast.wrappers.image import (
     SingleResizeObservation,
 )
 from vecfast.wrappers.normalize import NormalizeObservation
+from vecfast.wrappers.pettingzoo import pettingzoo_to_vector
 from vecfast.wrappers.reward import ClipReward, NormalizeReward, ScaleReward
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "SingleGrayscaleObservation",
     "SingleObservationWrapper",
     "SingleResizeObservation",
+    "pettingzoo_to_vector",
 ]
