@@ -100,11 +100,12 @@ def info_row(infos: dict[str, Any], row: int, skip: Iterable[str] = ("env_id",))
 
 
 def descendants(pid: int | None = None) -> list[psutil.Process]:
-    """Live descendants of ``pid`` (default: this process)."""
+    """Live descendants of ``pid`` (default: this process); exited ones not yet reaped (zombies) are left out."""
     try:
-        return psutil.Process(pid).children(recursive=True)
+        children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+    return [child for child in children if not is_gone(child)]
 
 
 def is_gone(proc: psutil.Process) -> bool:
