@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from vecfast.vector.action_check import check_reset_mask
+
 
 def _read_only(array: np.ndarray) -> np.ndarray:
     array.setflags(write=False)
@@ -59,17 +61,7 @@ class SlotLayout:
         selected alone (they stay ended); selecting some but not all still-playing agents
         of a match is an error, since a match resets as a whole.
         """
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
-        if mask.shape != (self.num_slots,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_slots},)`, got {mask.shape}")
-        if mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
-        if not mask.any():
-            raise ValueError(
-                "`options['reset_mask']` must contain a boolean array with at least one True value, "
-                f"got reset_mask={mask}"
-            )
+        check_reset_mask(mask, self.num_slots)
         per_match = mask.reshape(self.num_matches, self.num_agents)
         whole = per_match.all(axis=1)
         playing = per_match & ~ended.reshape(self.num_matches, self.num_agents)

@@ -77,3 +77,17 @@ def _check_bounds(
         f"{where} for env(s) {env_ids[bad_rows].tolist()} lie outside the action space "
         f"(env {env_ids[row]} got {array[row].tolist()}; allowed: {bounds()})"
     )
+
+
+def check_reset_mask(mask: Any, num_envs: int) -> None:
+    """Raise unless ``mask`` is a valid ``options["reset_mask"]`` (gymnasium's checks and messages)."""
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+    if mask.shape != (num_envs,):
+        raise ValueError(f"`options['reset_mask']` must have shape `({num_envs},)`, got {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+    if not mask.any():
+        raise ValueError(
+            f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}"
+        )

@@ -22,7 +22,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import CloudpickleWrapper, batch_differing_spaces, batch_space
 
-from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.action_check import check_action_batch, check_reset_mask
 from vecfast.vector.errors import EnvError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.process_cleanup import kill_group
 from vecfast.vector.protocol import EnvStatus, Job, add_control_arrays
@@ -477,17 +477,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         if options is None or "reset_mask" not in options:
             return self._all_ids
         mask = options.pop("reset_mask")  # SyncVectorEnv pops it too
-        if not isinstance(mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
-        if mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
-        if mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
-        if not mask.any():
-            raise ValueError(
-                "`options['reset_mask']` must contain a boolean array with at least one True value, "
-                f"got reset_mask={mask}"
-            )
+        check_reset_mask(mask, self.num_envs)
         return np.flatnonzero(mask)
 
     def _dispatch_reset(
