@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ def _add_bench(subparsers: Any) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    import cv2
     from rich.console import Console
     from rich.markup import escape
 
@@ -86,6 +88,11 @@ def _bench(args: argparse.Namespace) -> int:
         seed=args.seed,
         env_kwargs=args.env_kwargs,
     )
+    # Every backend runs OpenCV and torch on one thread per process, as vecfast's workers do,
+    # so the physical limit and the peers are measured under the same setting; the variables
+    # reach the workers that peers spawn, too.
+    os.environ.update(OPENCV_FOR_THREADS_NUM="1", OMP_NUM_THREADS="1")
+    cv2.setNumThreads(1)
     try:
         report = run_benchmark(cfg, backends, console=Console(stderr=True))
     except EnvSetupError as exc:

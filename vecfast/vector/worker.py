@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
@@ -42,6 +43,7 @@ def run_worker(
             conn.send(("error", (env_offset + k, *_describe(exc))))
             _close_envs(envs)
             return
+    use_one_thread_per_library()
     conn.send(("spaces", [(env.observation_space, env.action_space) for env in envs], _env_facts(envs[0])))
     message = conn.recv()
     if message[0] != "attach":  # the owner gave up (another worker failed)
@@ -55,6 +57,18 @@ def run_worker(
         worker.serve(cmd_sem, spin_seconds)
     finally:
         _close_envs(envs)
+
+
+def use_one_thread_per_library() -> None:
+    """Limit the thread pools of OpenCV and torch, if the envs loaded them, to one thread.
+
+    Parallelism comes from the workers, one per core: a library's own pool in every worker
+    oversubscribes the cores (VizDoom's OpenCV resize ran ~10% slower with 2 threads on 2 cores).
+    """
+    if "cv2" in sys.modules:
+        sys.modules["cv2"].setNumThreads(1)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
 
 
 def _env_facts(env: Env) -> dict[str, Any]:
