@@ -1,4 +1,5 @@
-"""The trainers' components: model (encoders, GRU core, heads), normalisers, storage, advantage estimators, registry."""
+"""The trainers' components: model (encoders, GRU core, heads), normalisers, storage, advantage estimators,
+learner, registry."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch
 from gymnasium import spaces
 
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.learner import Learner
 from vecfast.trainers.losses import gae, vtrace
 from vecfast.trainers.models import ActorCritic, obs_to_tensors
 from vecfast.trainers.normalize import RunningMeanStd
@@ -168,6 +170,34 @@ def test_vtrace_clips_importance_weights() -> None:
         adv, vs = vtrace(traj, values, torch.full((1, 2), float(log_rho)), gamma=0.9)
         torch.testing.assert_close(vs[0, 0], torch.tensor(0.5 + weight * 0.5))
         torch.testing.assert_close(adv[0, 0], torch.tensor(weight * 0.5))
+
+
+def test_learner_takes_epochs_of_minibatches_and_its_checkpoint_round_trips() -> None:
+    """8 trajectories of 4 steps, 2 per minibatch, 3 epochs: 12 gradient steps, each followed by
+    ``after_step``; the learning rate follows the progress; a fresh learner restores the state."""
+    torch.manual_seed(0)
+    cfg = small_config(use_rnn=False, rollout=4, batch_size=8, num_epochs=3, lr_schedule="linear_decay")
+    obs_space = spaces.Box(-1, 1, (2,), np.float32)
+    model = ActorCritic(obs_space, spaces.Discrete(2), cfg)
+    traj = make_trajectories(rewards=[[1.0, 0.0, 0.5, 1.0]] * 8, done=[[False] * 4] * 8, terminated=[[False] * 4] * 8)
+    traj.obs["obs"].uniform_(-1, 1)
+    traj.actions.random_(0, 2)
+    learner = Learner(model, cfg)
+    calls = []
+    metrics = learner.learn(traj, 0.25, after_step=lambda: calls.append(learner.version))
+    assert calls == list(range(1, 13)) and metrics["learner_steps"] == 12
+    assert metrics["learning_rate"] == pytest.approx(0.75 * cfg.learning_rate)
+    names = ["learner_steps", "policy_loss", "value_loss", "entropy", "kl", "clip_fraction", "grad_norm"]
+    assert list(metrics) == [*names, "learning_rate"]  # the names the dashboard reads, in the trainers' order
+    advantages, targets = gae(traj, traj.values, cfg.gamma, cfg.gae_lambda)
+    assert learner.learn(traj, 0.5, advantages, targets)["learner_steps"] == 24
+
+    restored = Learner(ActorCritic(obs_space, spaces.Discrete(2), cfg), cfg)
+    assert restored.load_trainer_state(learner.trainer_state(env_steps=1234)) == 1234
+    assert restored.version == 24
+    for a, b in zip(restored.model.state_dict().values(), model.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)
+    assert restored.optimizer.state_dict()["state"].keys() == learner.optimizer.state_dict()["state"].keys()
 
 
 def test_registry_takes_user_algorithms() -> None:

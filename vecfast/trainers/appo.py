@@ -74,8 +74,7 @@ class APPOTrainer:
         self.device = setup_torch(cfg)
         self.model = ActorCritic(env.single_observation_space, env.single_action_space, cfg).to(self.device)
         self.learner = Learner(self.model, cfg)
-        self.minibatch = cfg.batch_size // cfg.rollout  # trajectories per gradient step
-        batch = self.minibatch * cfg.num_batches_per_epoch
+        batch = self.learner.minibatch * cfg.num_batches_per_epoch
         # each env fills one slot; one batch is being gathered while the next fills up
         num_slots = env.num_envs + 2 * batch
         self.worker = PolicyWorker(env, self.model, cfg.rollout, num_slots, cfg.seed, cfg.stats_avg)
@@ -83,7 +82,7 @@ class APPOTrainer:
         self._started = False
 
     def iterations(self) -> Iterator[dict[str, float]]:
-        cfg, worker = self.cfg, self.worker
+        worker = self.worker
         worker.publish(self.model, self.learner.version)
         if not self._started:
             self._started = True
@@ -96,26 +95,16 @@ class APPOTrainer:
             batch = self._next_batch()
             learn_start = time.perf_counter()
             lag = (self.learner.version - batch.policy_version[batch.valid]).float()
-            self.model.update_normalizers({k: v[:, :-1][batch.valid] for k, v in batch.obs.items()})
-            self.learner.set_progress(worker.env_steps / self.total_env_steps)
-            for _ in range(cfg.num_epochs):
-                order = torch.randperm(len(batch), device=self.device)
-                for i in range(0, len(batch), self.minibatch):
-                    idx = order[i : i + self.minibatch]
-                    out, grad_norm = self.learner.step(batch.select(idx))
-                    worker.publish(self.model, self.learner.version)
+            learned = self.learner.learn(
+                batch,
+                worker.env_steps / self.total_env_steps,
+                after_step=lambda: worker.publish(self.model, self.learner.version),
+            )
             now = time.perf_counter()
             yield {
                 "env_steps": worker.env_steps,
                 "fps": (worker.env_steps - steps_at_start) / (now - start),
-                "learner_steps": self.learner.version,
-                "policy_loss": out.policy_loss,
-                "value_loss": out.value_loss,
-                "entropy": out.entropy,
-                "kl": out.kl,
-                "clip_fraction": out.clip_fraction,
-                "grad_norm": grad_norm,
-                "learning_rate": self.learner.learning_rate,
+                **learned,
                 "policy_lag_min": lag.min().item() if len(lag) else 0.0,
                 "policy_lag_avg": lag.mean().item() if len(lag) else 0.0,
                 "policy_lag_max": lag.max().item() if len(lag) else 0.0,
@@ -139,16 +128,10 @@ class APPOTrainer:
                 continue
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model.state_dict(),
-            "learner": self.learner.state_dict(),
-            "env_steps": self.worker.env_steps,
-        }
+        return self.learner.trainer_state(self.worker.env_steps)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.learner.load_state_dict(state["learner"])
-        self.worker.env_steps = state["env_steps"]
+        self.worker.env_steps = self.learner.load_trainer_state(state)
         self.worker.publish(self.model, self.learner.version)
 
     def close(self) -> None:

@@ -91,43 +91,27 @@ class PPOTrainer:
             sample_time = time.perf_counter() - sample_start
 
             learn_start = time.perf_counter()
-            self.learner.set_progress(self.env_steps / self.total_env_steps)
-            model.update_normalizers({k: v[:, :-1][s.valid] for k, v in s.obs.items()})
-            advantages, returns = gae(s, s.values, cfg.gamma, cfg.gae_lambda)
-            per_batch = cfg.batch_size // cfg.rollout
-            for _ in range(cfg.num_epochs):
-                order = torch.randperm(n, device=self.device)
-                for i in range(0, n, per_batch):
-                    idx = order[i : i + per_batch]
-                    minibatch = s.select(idx)
-                    out, grad_norm = self.learner.step(minibatch, advantages[idx], returns[idx])
+            advantages, returns = gae(s, s.values, cfg.gamma, cfg.gae_lambda)  # with the behaviour values
+            learned = self.learner.learn(s, self.env_steps / self.total_env_steps, advantages, returns)
             elapsed = time.perf_counter() - start
+            steps_per_rollout = cfg.num_epochs * n // self.learner.minibatch
             yield {
                 "env_steps": self.env_steps,
                 "fps": self.env_steps / elapsed,
-                "learner_steps": self.learner.version,
-                "policy_loss": out.policy_loss,
-                "value_loss": out.value_loss,
-                "entropy": out.entropy,
-                "kl": out.kl,
-                "clip_fraction": out.clip_fraction,
-                "grad_norm": grad_norm,
-                "learning_rate": self.learner.learning_rate,
+                **learned,
                 "policy_lag_min": 0.0,
-                "policy_lag_avg": float(cfg.num_epochs * n // per_batch - 1) / 2,
-                "policy_lag_max": float(cfg.num_epochs * n // per_batch - 1),
+                "policy_lag_avg": float(steps_per_rollout - 1) / 2,
+                "policy_lag_max": float(steps_per_rollout - 1),
                 "time_sampling": sample_time,
                 "time_learning": time.perf_counter() - learn_start,
                 **self.episodes.summary(),
             }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "learner": self.learner.state_dict(), "env_steps": self.env_steps}
+        return self.learner.trainer_state(self.env_steps)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.learner.load_state_dict(state["learner"])
-        self.env_steps = state["env_steps"]
+        self.env_steps = self.learner.load_trainer_state(state)
 
     def close(self) -> None:
         """Nothing to stop: everything runs in the caller's thread."""
