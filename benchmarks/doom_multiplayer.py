@@ -24,14 +24,14 @@ Needs ``pip install vecfast[doom,pettingzoo]``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import time
 from typing import Any
 
 import psutil
-from pettingzoo_vector import cpu_seconds
 
 import vecfast
+from vecfast.bench import batch_stepper, cpu_seconds, run_for
 from vecfast.multiagent import MultiAgentVectorEnv, doom_duel_v0
 
 
@@ -53,17 +53,11 @@ def measure(env: Any, seconds: float) -> tuple[float, float]:
         env.action_space.seed(0)
         actions = [env.action_space.sample() for _ in range(64)]
         env.reset(seed=0)
-        warm_up_until = time.perf_counter() + 1.0  # games settle, each game process's reaper starts
-        while time.perf_counter() < warm_up_until:
-            env.step(actions[0])
+        # games settle, each game process's reaper starts
+        run_for(batch_stepper(env, itertools.repeat(actions[0]), env.num_envs), 1.0)
         workers = psutil.Process().children(recursive=True)
         cpu_start = cpu_seconds(workers)
-        steps = 0
-        start = time.perf_counter()
-        while (elapsed := time.perf_counter() - start) < seconds:
-            env.step(actions[steps % len(actions)])
-            steps += 1
-        slot_steps = steps * env.num_envs
+        slot_steps, elapsed = run_for(batch_stepper(env, itertools.cycle(actions), env.num_envs), seconds)
         return slot_steps / elapsed, (cpu_seconds(workers) - cpu_start) * 1e6 / slot_steps
     finally:
         env.close()

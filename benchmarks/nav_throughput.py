@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import subprocess
@@ -52,11 +53,6 @@ def _memory() -> tuple[float, float]:
     return rss / 2**20, uss / 2**20
 
 
-def _cpu_seconds() -> float:
-    """User + system CPU time of this process and its descendants."""
-    return sum(sum(proc.cpu_times()[:2]) for proc in _processes())
-
-
 def _make_env(backend: str, num_envs: int, scenes: str) -> Any:
     import gymnasium as gym
 
@@ -74,7 +70,10 @@ def _make_env(backend: str, num_envs: int, scenes: str) -> Any:
 def measure(backend: str, num_envs: int, seconds: float, warmup: float, scenes: str) -> dict[str, Any]:
     """Steps/s and memory of one backend (run in its own process)."""
     import numpy as np
+    import psutil
     import torch
+
+    from vecfast.bench import batch_stepper, cpu_seconds, run_for
 
     start = time.perf_counter()
     env = _make_env(backend, num_envs, scenes)
@@ -85,17 +84,12 @@ def measure(backend: str, num_envs: int, seconds: float, warmup: float, scenes: 
         if backend == "batched":  # a policy on the simulation device hands over tensors
             pool = [torch.as_tensor(a) for a in pool]
         env.reset(seed=0)
-        steps, timed, t0 = 0, False, time.perf_counter()
-        while True:
-            env.step(pool[steps % len(pool)])
-            steps += 1
-            now = time.perf_counter()
-            if not timed and now - t0 >= warmup:
-                timed, t0, steps, cpu0 = True, now, 0, _cpu_seconds()
-            elif timed and now - t0 >= seconds:
-                break
-        rate = steps * num_envs / (now - t0)
-        cpu_us = (_cpu_seconds() - cpu0) / (steps * num_envs) * 1e6
+        run_for(batch_stepper(env, itertools.cycle(pool), num_envs), warmup)
+        workers = psutil.Process().children(recursive=True)
+        cpu0 = cpu_seconds(workers)
+        steps, elapsed = run_for(batch_stepper(env, itertools.cycle(pool), num_envs), seconds)
+        rate = steps / elapsed
+        cpu_us = (cpu_seconds(workers) - cpu0) / steps * 1e6
         rss, uss = _memory()
     finally:
         env.close()

@@ -24,17 +24,17 @@ Needs ``pip install supersuit pymunk`` (pymunk for pistonball).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
+import itertools
 import json
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import psutil
 
+from vecfast.bench import batch_stepper, cpu_seconds, run_for
 from vecfast.wrappers.pettingzoo import pettingzoo_to_vector
 
 # name -> (ParallelEnv factory, whether agents can end early: SuperSuit then needs its black_death wrapper)
@@ -95,17 +95,6 @@ def _random_actions(env_fn: Callable[[], Any], num_envs: int, count: int) -> lis
     return [np.stack([np.asarray(space.sample()) for _ in range(num_slots)]) for _ in range(count)]
 
 
-def cpu_seconds(procs: list[psutil.Process]) -> float:
-    """CPU time of this process and ``procs`` (the workers), user plus system."""
-    own = psutil.Process().cpu_times()
-    total = own.user + own.system
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            times = proc.cpu_times()
-            total += times.user + times.system
-    return total
-
-
 def measure(backend: str, env_name: str, num_envs: int, num_workers: int, seconds: float) -> tuple[float, float]:
     """Agent-steps per second of wall time, and CPU milliseconds (all processes) per 1000 agent-steps."""
     env_fn, agents_end_early = ENVS[env_name]
@@ -113,16 +102,11 @@ def measure(backend: str, env_name: str, num_envs: int, num_workers: int, second
     env = _build(backend, env_fn, agents_end_early, num_envs, num_workers)
     try:
         env.reset(seed=0)
-        for a in actions[:5]:  # warm-up
-            env.step(a)
+        num_slots = len(actions[0])
+        run_for(batch_stepper(env, actions, num_slots), calls=5)  # warm-up
         workers = psutil.Process().children(recursive=True)
         cpu_start = cpu_seconds(workers)
-        steps = 0
-        start = time.perf_counter()
-        while (elapsed := time.perf_counter() - start) < seconds:
-            env.step(actions[steps % len(actions)])
-            steps += 1
-        agent_steps = steps * len(actions[0])
+        agent_steps, elapsed = run_for(batch_stepper(env, itertools.cycle(actions), num_slots), seconds)
         return agent_steps / elapsed, (cpu_seconds(workers) - cpu_start) * 1e6 / agent_steps
     finally:
         env.close()

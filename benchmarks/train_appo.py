@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 import vecfast  # noqa: F401  (registers the Doom ids)
+from vecfast.bench import recv_send_stepper, run_for
 from vecfast.trainers import train
 from vecfast.vector.make import make_vec
 
@@ -41,15 +42,9 @@ def pure_simulation(seconds: float, num_workers: int, num_envs: int) -> tuple[fl
         rng = np.random.default_rng(0)
         actions = rng.integers(0, env.single_action_space.n, size=(1024, num_envs // 2))
         env.async_reset(seed=0)
-        for i in range(50):  # warm up: games started, caches hot
-            _, _, _, _, info = env.recv()
-            env.send(actions[i % 1024], info["env_id"])
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            _, _, _, _, info = env.recv()
-            env.send(actions[steps % 1024], info["env_id"])
-            steps += len(info["env_id"])
-        return steps / (time.perf_counter() - start), frameskip
+        run_for(recv_send_stepper(env, itertools.cycle(actions)), calls=50)  # warm up: games started, caches hot
+        steps, elapsed = run_for(recv_send_stepper(env, itertools.cycle(actions)), seconds)
+        return steps / elapsed, frameskip
     finally:
         env.close()
 

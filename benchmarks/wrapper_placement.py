@@ -19,7 +19,6 @@ import functools
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from vecfast import make_vec
+from vecfast.bench import batch_stepper, run_for
 from vecfast.wrappers import (
     ChannelOrderObservation,
     FrameStackObservation,
@@ -84,12 +84,9 @@ def _steps_per_second(env: gym.vector.VectorEnv, steps: int, warmup: int, seed: 
     rng = np.random.default_rng(seed)
     actions = rng.integers(0, env.single_action_space.n, (warmup + steps, env.num_envs))
     env.reset(seed=seed)
-    for t in range(warmup):
-        env.step(actions[t])
-    start = time.perf_counter()
-    for t in range(warmup, warmup + steps):
-        env.step(actions[t])
-    return steps * env.num_envs / (time.perf_counter() - start)
+    run_for(batch_stepper(env, actions[:warmup], env.num_envs), calls=warmup)
+    env_steps, elapsed = run_for(batch_stepper(env, actions[warmup:], env.num_envs), calls=steps)
+    return env_steps / elapsed
 
 
 def run_placements(args: argparse.Namespace) -> None:
@@ -127,11 +124,15 @@ def run_placements(args: argparse.Namespace) -> None:
 
 
 def _time_us(fn: Callable[[], Any], repeats: int = 50) -> float:
-    fn()
-    start = time.perf_counter()
-    for _ in range(repeats):
+    """Microseconds per call of ``fn``, after one untimed call."""
+
+    def call() -> int:
         fn()
-    return (time.perf_counter() - start) / repeats * 1e6
+        return 1
+
+    fn()
+    calls, elapsed = run_for(call, calls=repeats)
+    return elapsed / calls * 1e6
 
 
 def run_kernels(args: argparse.Namespace) -> None:

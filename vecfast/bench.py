@@ -3,7 +3,8 @@
 Every backend is measured the same way so that the numbers are comparable:
 build it, pre-sample a pool of random action batches (sampling must not be
 timed), warm up, then count env steps (batch steps x envs in the batch) for a
-fixed wall time, and close it whatever happens.
+fixed wall time, and close it whatever happens. The scripts in ``benchmarks/``
+time their envs with the same loop, :func:`run_for`, and its steppers.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import functools
 import importlib.metadata
 import importlib.util
 import itertools
+import math
 import multiprocessing
 import os
 import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -91,13 +93,28 @@ def _action_cycle(space: gym.Space, seed: int) -> Iterator[Any]:
     return itertools.cycle([space.sample() for _ in range(ACTION_POOL_SIZE)])
 
 
-def _batch_stepper(env: Any, action_space: gym.Space, num_envs: int, seed: int) -> StepFn:
-    """StepFn for any env whose ``step`` takes a full batch of actions."""
-    actions = _action_cycle(action_space, seed)
+def batch_stepper(env: Any, actions: Iterable[Any], num_envs: int) -> StepFn:
+    """StepFn for any env whose ``step`` takes a full batch: each call steps it with the next of
+    ``actions`` (pre-sampled, e.g. an ``itertools.cycle``) and counts ``num_envs`` env steps."""
+    pool = iter(actions)
 
     def step() -> int:
-        env.step(next(actions))
+        env.step(next(pool))
         return num_envs
+
+    return step
+
+
+def recv_send_stepper(env: Any, actions: Iterable[Any]) -> StepFn:
+    """StepFn for EnvPool's asynchronous API: take the envs that are ready, hand them the next of
+    ``actions`` (one action per ready env) and count them."""
+    pool = iter(actions)
+
+    def step() -> int:
+        *_, info = env.recv()
+        env_ids = info["env_id"]
+        env.send(next(pool), env_ids)
+        return len(env_ids)
 
     return step
 
@@ -125,7 +142,7 @@ def _gym_vector_env(
     """Any ``gymnasium.vector.VectorEnv``; these autoreset, so stepping is all there is."""
     with contextlib.closing(make(cfg.env_fns())) as env:
         env.reset(seed=cfg.seed)
-        yield _batch_stepper(env, env.action_space, env.num_envs, cfg.seed)
+        yield batch_stepper(env, _action_cycle(env.action_space, cfg.seed), env.num_envs)
 
 
 def _gym_sync(cfg: BenchConfig) -> contextlib.AbstractContextManager[StepFn]:
@@ -151,15 +168,7 @@ def _vecfast_async(cfg: BenchConfig) -> Iterator[StepFn]:
     env = AsyncSharedMemVectorEnv(cfg.env_fns(), num_workers=cfg.num_workers, double_buffered=True, batch_size=half)
     with contextlib.closing(env):
         env.async_reset(seed=cfg.seed)
-        actions = _action_cycle(batch_space(env.single_action_space, half), cfg.seed)
-
-        def step() -> int:
-            *_, info = env.recv()
-            env_ids = info["env_id"]
-            env.send(next(actions), env_ids)
-            return len(env_ids)
-
-        yield step
+        yield recv_send_stepper(env, _action_cycle(batch_space(env.single_action_space, half), cfg.seed))
 
 
 @contextlib.contextmanager
@@ -176,7 +185,7 @@ def _sb3(cfg: BenchConfig) -> Iterator[StepFn]:
     with contextlib.closing(SubprocVecEnv(cfg.env_fns(), start_method=start_method)) as env:
         env.seed(cfg.seed)
         env.reset()
-        yield _batch_stepper(env, batch_space(env.action_space, cfg.num_envs), cfg.num_envs, cfg.seed)
+        yield batch_stepper(env, _action_cycle(batch_space(env.action_space, cfg.num_envs), cfg.seed), cfg.num_envs)
 
 
 @contextlib.contextmanager
@@ -186,7 +195,7 @@ def _envpool(cfg: BenchConfig) -> Iterator[StepFn]:
     env = envpool.make_gymnasium(cfg.bare_id, num_envs=cfg.num_envs, seed=cfg.seed)
     with contextlib.closing(env):
         env.reset()
-        yield _batch_stepper(env, batch_space(env.action_space, cfg.num_envs), cfg.num_envs, cfg.seed)
+        yield batch_stepper(env, _action_cycle(batch_space(env.action_space, cfg.num_envs), cfg.seed), cfg.num_envs)
 
 
 def _installed(module: str) -> Callable[[BenchConfig], str | None]:
@@ -225,18 +234,48 @@ BACKENDS: dict[str, Backend] = {
 # --- timing -----------------------------------------------------------------
 
 
-def _run_for(step: StepFn, seconds: float, on_tick: Callable[[float, int], None]) -> tuple[int, float]:
-    """Step for at least ``seconds``; return (env steps, elapsed s), reporting every tick."""
+def run_for(
+    step: StepFn,
+    seconds: float = math.inf,
+    *,
+    calls: int | None = None,
+    on_tick: Callable[[float, int], None] | None = None,
+) -> tuple[int, float]:
+    """Call ``step`` until ``seconds`` of wall time have passed (at least once) or it was called
+    ``calls`` times; return (env steps it counted, elapsed seconds).
+
+    The one timing loop of ``vecfast bench`` and the scripts in ``benchmarks/``, so that their
+    figures are measured alike: the clock is read after every call, and ``on_tick(seconds so
+    far, env steps so far)`` runs every 0.1 s at most (rarely, to stay cheap).
+    """
+    if seconds == math.inf and calls is None:
+        raise ValueError("run_for needs seconds or calls")
     steps = 0
-    start = last_tick = time.perf_counter()
-    while True:
+    start = last_tick = now = time.perf_counter()
+    for _ in itertools.repeat(None) if calls is None else range(calls):
         steps += step()
         now = time.perf_counter()
-        if now - last_tick >= _TICK_S:
+        if now - last_tick >= _TICK_S and on_tick is not None:
             on_tick(now - start, steps)
             last_tick = now
         if now - start >= seconds:
-            return steps, now - start
+            break
+    return steps, now - start
+
+
+def cpu_seconds(procs: Iterable[psutil.Process]) -> float:
+    """User plus system CPU time of this process and ``procs`` (its workers, listed before the
+    timing starts so that both readings cover the same processes; one that is gone counts 0).
+
+    CPU time per step stays meaningful where wall-time rates suffer from other jobs on the machine.
+    """
+    own = psutil.Process().cpu_times()
+    total = own.user + own.system
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def measure(
@@ -244,8 +283,8 @@ def measure(
 ) -> float:
     """Steps/s of one backend after warm-up; ``on_tick(seconds done, steps/s or None)``."""
     with backend.run(cfg) as step:
-        _run_for(step, cfg.warmup, lambda t, _: on_tick(t, None))
-        steps, elapsed = _run_for(step, cfg.seconds, lambda t, n: on_tick(cfg.warmup + t, n / t))
+        run_for(step, cfg.warmup, on_tick=lambda t, _: on_tick(t, None))
+        steps, elapsed = run_for(step, cfg.seconds, on_tick=lambda t, n: on_tick(cfg.warmup + t, n / t))
     return steps / elapsed
 
 
