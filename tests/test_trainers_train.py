@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from helpers import descendants, wait_gone
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from vecfast.trainers import TrainResult, load_policy, train
 from vecfast.trainers.run_dir import RunDir, load_checkpoint
@@ -134,3 +135,35 @@ def test_resume_continues_counters_optimizer_and_normalisation(algo: str, tmp_pa
     assert final["best_return"] >= saved["best_return"] > 0  # the best so far carried over
     norm = "encoders.obs.norm.count"
     assert final["model"][norm] > saved["model"][norm]  # normalisation statistics kept accumulating
+
+
+def tensorboard_scalars(run_dir: Path) -> dict[str, list]:
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    return {tag: events.Scalars(tag) for tag in events.Tags()["scalars"]}
+
+
+def test_tensorboard_events_hold_the_metrics_and_a_resume_continues_them(tmp_path: Path) -> None:
+    train("CartPole-v1", algo="ppo", total_env_steps=1024, run_dir=tmp_path, seed=0, save_every_sec=0, **FAST)
+    events = tensorboard_scalars(tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    logged = {k for m in lines for k, v in m.items() if k != "env_steps" and isinstance(v, (int, float))}
+    assert set(events) == logged and "policy_loss" in logged and "mean_episode_return" in logged
+    for key in logged:  # the newest point of every scalar is the JSONL's newest value, at its env steps
+        newest = next(m for m in reversed(lines) if key in m)
+        assert events[key][-1].step == newest["env_steps"]
+        assert events[key][-1].value == pytest.approx(newest[key], rel=1e-6)
+    assert [e.step for e in events["learner_steps"]] == [m["env_steps"] for m in lines]
+    # resume from the checkpoint before the newest: TensorBoard drops what was logged after it
+    checkpoints = sorted((tmp_path / "checkpoints").glob("last_*.pt"))
+    assert len(checkpoints) == 2
+    checkpoints[-1].unlink()
+    train("CartPole-v1", algo="ppo", total_env_steps=2048, run_dir=tmp_path, resume=True)
+    events = tensorboard_scalars(tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [e.step for e in events["learner_steps"]]
+    assert steps == sorted({m["env_steps"] for m in lines}) and steps[-1] >= 2048  # each step once, in order
+    by_step = {m["env_steps"]: m for m in lines}  # the resumed session's line where both logged a step
+    times = [by_step[s]["time"] for s in steps]  # "time" restarts with the session: it tells them apart
+    assert [e.value for e in events["time"]] == pytest.approx(times, rel=1e-6)
+    assert events["policy_loss"][-1].value == pytest.approx(lines[-1]["policy_loss"], rel=1e-6)

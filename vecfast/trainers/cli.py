@@ -1,7 +1,7 @@
-"""``vecfast train``, ``vecfast enjoy`` and ``vecfast view``: the trainers on the command line.
+"""``vecfast train``, ``vecfast tune``, ``vecfast enjoy`` and ``vecfast view``: the trainers on the command line.
 
 Every :class:`TrainConfig` key is an option under its Sample Factory name
-(``--num_workers 2``; ``--num-workers`` works too).
+(``--num_workers 2``; ``--num-workers`` works too; ``--num_workers auto`` tunes first).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.tune import AUTO, TUNED_KEYS, tune
 
 
 def _none_or(kind: type) -> Any:
@@ -25,10 +26,21 @@ def _none_or(kind: type) -> Any:
     return parse
 
 
-def _add_config_options(parser: argparse.ArgumentParser) -> None:
+def _int_or_auto(value: str) -> int | str:
+    if value == AUTO:
+        return AUTO
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int or {AUTO!r}, got {value!r}") from None
+
+
+def _add_config_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     hints = typing.get_type_hints(TrainConfig)
     group = parser.add_argument_group("config", "TrainConfig keys (default: the env family's and the algorithm's)")
     for field in dataclasses.fields(TrainConfig):
+        if field.name in exclude:
+            continue
         kind = hints[field.name]
         names = [f"--{field.name}"] + ([f"--{field.name.replace('_', '-')}"] if "_" in field.name else [])
         kwargs: dict[str, Any] = {"dest": field.name, "default": argparse.SUPPRESS}
@@ -39,6 +51,8 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(kind) is tuple:
             kwargs.update(nargs="*", type=int, metavar="N")
+        elif field.name == "num_workers":
+            kwargs["type"] = _int_or_auto
         else:
             kwargs["type"] = _none_or(kind) if optional else kind
         group.add_argument(*names, help=f"(default {field.default!r})", **kwargs)
@@ -50,7 +64,7 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_train_commands(subparsers: Any) -> None:
-    """Add ``train``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers."""
+    """Add ``train``, ``tune``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers."""
     train = subparsers.add_parser(
         "train",
         help="train an agent (APPO by default) and keep a run directory",
@@ -64,6 +78,20 @@ def add_train_commands(subparsers: Any) -> None:
     train.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="live dashboard")
     _add_config_options(train)
     train.set_defaults(handler=_train)
+
+    tuner = subparsers.add_parser(
+        "tune",
+        help="measure env step and inference time here, choose num_workers and num_envs_per_worker",
+        description="Time env steps (random actions) and the policy's inference, then choose the double-buffered "
+        "sampling layout by Sample Factory's condition k/2 > ceil(t_inf / t_env); print the reasoning.",
+    )
+    tuner.add_argument("env_id", help="registered gymnasium id")
+    tuner.add_argument("--algo", default="appo", help="registered double-buffered algorithm (default appo)")
+    tuner.add_argument(
+        "--seconds", type=float, default=1.0, help="timing of env steps; inference gets half (default 1)"
+    )
+    _add_config_options(tuner, exclude=TUNED_KEYS)  # the model and device keys shape t_inf
+    tuner.set_defaults(handler=_tune)
 
     enjoy = subparsers.add_parser(
         "enjoy",
@@ -104,6 +132,17 @@ def _train(args: argparse.Namespace) -> int:
         **_config_overrides(args),
     )
     print(json.dumps({"run_dir": str(result.run_dir), **result.stats}, indent=2, default=str))
+    return 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    tuning = tune(args.env_id, algo=args.algo, seconds=args.seconds, **_config_overrides(args))
+    print("\n".join(tuning.lines()))
+    choice = tuning.choice
+    print(
+        f"train with: vecfast train {args.env_id} --algo {args.algo} --num_workers {choice.num_workers}"
+        f" --num_envs_per_worker {choice.num_envs_per_worker}  (or --num_workers auto)"
+    )
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,8 +12,9 @@ from typing import Any
 class TrainConfig:
     """Every knob of the built-in trainers; ``TrainConfig.from_overrides(**kw)`` validates names.
 
-    Sampling: ``num_workers`` processes step ``num_envs_per_worker`` envs each; a trajectory
-    is ``rollout`` steps of one env. Learning, as in Sample Factory: a gradient step takes
+    Sampling: ``num_workers`` processes step ``num_envs_per_worker`` envs each (``vecfast.train``
+    also takes ``num_workers="auto"`` and replaces both with what :mod:`vecfast.trainers.tune`
+    chooses); a trajectory is ``rollout`` steps of one env. Learning, as in Sample Factory: a gradient step takes
     ``batch_size`` samples (``batch_size // rollout`` whole trajectories, so a recurrent core
     backpropagates through the rollout), independent of the number of envs; an iteration
     learns from ``num_batches_per_epoch`` such minibatches, ``num_epochs`` times.
@@ -82,8 +84,8 @@ class TrainConfig:
         return self.num_workers * self.num_envs_per_worker
 
     def validate(self) -> None:
-        if self.num_workers < 1 or self.num_envs_per_worker < 1:
-            raise ValueError("num_workers and num_envs_per_worker must be >= 1")
+        _check_count("num_workers", self.num_workers, " (or 'auto' in vecfast.train, which measures and chooses)")
+        _check_count("num_envs_per_worker", self.num_envs_per_worker, " (num_workers='auto' chooses it)")
         if self.rollout < 2:
             raise ValueError(f"rollout must be >= 2, got {self.rollout}")
         if self.batch_size % self.rollout:
@@ -97,3 +99,8 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _check_count(name: str, value: Any, hint: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1{hint}, got {value!r}")

@@ -1,9 +1,10 @@
-"""A training run on disk: ``config.json``, ``metrics.jsonl``, and checkpoints written atomically.
+"""A training run on disk: ``config.json``, metrics (JSONL and TensorBoard), checkpoints written atomically.
 
 Layout::
 
     RUN_DIR/config.json                      algorithm, env, the full TrainConfig
     RUN_DIR/metrics.jsonl                    one JSON object per learner iteration
+    RUN_DIR/events.out.tfevents.*            the same numbers for ``tensorboard --logdir RUN_DIR``
     RUN_DIR/checkpoints/last_<steps>.pt      the newest ``keep`` checkpoints
     RUN_DIR/checkpoints/best.pt              the one with the best mean episode return
 
@@ -15,6 +16,7 @@ that are unreadable all the same.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import re
 import time
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import torch
+from torch.utils.tensorboard import SummaryWriter
 
 _LAST = re.compile(r"^last_(\d+)\.pt$")
 
@@ -39,21 +42,37 @@ def _json_default(value: Any) -> Any:
 
 
 class RunDir:
-    """Writes one run's files; ``keep`` is how many of the latest checkpoints stay on disk."""
+    """Writes one run's files; ``keep`` is how many of the latest checkpoints stay on disk.
 
-    def __init__(self, path: str | os.PathLike, keep: int = 2) -> None:
+    ``resumed_at``: the env steps of the checkpoint a resumed run starts from. TensorBoard
+    then drops what the previous session logged after that checkpoint (purge_step), so
+    the curves continue from it without a doubled stretch.
+    """
+
+    def __init__(self, path: str | os.PathLike, keep: int = 2, resumed_at: int | None = None) -> None:
         self.path = Path(path)
         self.checkpoints = self.path / "checkpoints"
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         self.keep = max(1, keep)
         self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        self._resumed_at = resumed_at
+        self._events: SummaryWriter | None = None  # opened by the first log(): reading a run writes no event file
 
     def write_config(self, config: dict[str, Any]) -> None:
         _atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, default=_json_default))
 
     def log(self, metrics: dict[str, Any]) -> None:
+        """Append ``metrics`` (which has ``env_steps``, the x axis of its numbers in TensorBoard); flush both."""
         self._metrics.write(json.dumps(metrics, default=_json_default) + "\n")
         self._metrics.flush()
+        if self._events is None:
+            purge_step = None if self._resumed_at is None else self._resumed_at + 1
+            self._events = SummaryWriter(str(self.path), purge_step=purge_step)
+        step = int(metrics["env_steps"])
+        for key, value in metrics.items():
+            if key != "env_steps" and isinstance(value, numbers.Real):
+                self._events.add_scalar(key, value, step)
+        self._events.flush()  # a live `tensorboard --logdir` sees every iteration
 
     def save(self, state: dict[str, Any], env_steps: int, best: bool = False) -> Path:
         """Write ``state`` as the newest checkpoint (and as ``best.pt`` if ``best``); drop old ones."""
@@ -72,6 +91,8 @@ class RunDir:
 
     def close(self) -> None:
         self._metrics.close()
+        if self._events is not None:
+            self._events.close()
 
 
 def load_checkpoint(run_dir: str | os.PathLike, which: str = "last") -> dict[str, Any]:

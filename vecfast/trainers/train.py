@@ -11,6 +11,7 @@ import contextlib
 import importlib.metadata
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import VectorEnv
 
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic, is_image, observation_spaces
-from vecfast.trainers.registry import get_algo
+from vecfast.trainers.registry import AlgoSpec, get_algo
 from vecfast.trainers.run_dir import RunDir, default_run_dir, load_checkpoint
+from vecfast.trainers.tune import AUTO, Tuning, tune
 from vecfast.trainers.viewer import LiveDashboard
 from vecfast.vector.make import make_vec
 
@@ -37,7 +40,6 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     "max_grad_norm": 0.5,
     "exploration_loss_coeff": 0.0,
 }
-SAMPLING_KEYS = ("num_workers", "num_envs_per_worker", "seed")
 
 
 @dataclass
@@ -49,11 +51,28 @@ class TrainResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def family_defaults(env: VectorEnv) -> dict[str, Any]:
-    """Defaults for the kind of observations this env has."""
-    if any(is_image(s) for s in observation_spaces(env.single_observation_space).values()):
+def family_defaults(observation_space: spaces.Space) -> dict[str, Any]:
+    """Defaults for the kind of observations an env has (its single-env observation space)."""
+    if any(is_image(s) for s in observation_spaces(observation_space).values()):
         return {}  # TrainConfig's defaults are Sample Factory's, for pixels
     return dict(VECTOR_FAMILY_DEFAULTS)
+
+
+def config_for(observation_space: spaces.Space, spec: AlgoSpec, overrides: dict[str, Any]) -> TrainConfig:
+    """The config layers, lowest first: defaults, the env family's, the algorithm's, the caller's."""
+    return TrainConfig.from_overrides(**{**family_defaults(observation_space), **spec.defaults, **overrides})
+
+
+def _auto_tune(env: str | Callable[[], VectorEnv] | VectorEnv, algo: str, overrides: dict[str, Any]) -> Tuning:
+    """``num_workers="auto"``: measure and choose before anything else starts; print why."""
+    if not isinstance(env, str):
+        raise ValueError(
+            "num_workers='auto' needs an env id: vecfast tunes the vector env it builds "
+            "(a given env or factory has its workers already)"
+        )
+    tuning = tune(env, algo, **overrides)
+    print("\n".join(tuning.lines()), file=sys.stderr)
+    return tuning
 
 
 def _build_env(env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig, double_buffered: bool) -> VectorEnv:
@@ -138,8 +157,11 @@ def train(
     ``num_workers * num_envs_per_worker`` envs, double-buffered for APPO), a function that
     returns a VectorEnv, or a VectorEnv (which is left open). ``overrides``: any
     :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``.
-    ``run_dir`` (default ``runs/<env>_<algo>_<time>``) receives the config, metrics and
-    checkpoints. ``live``: show the live dashboard (:mod:`vecfast.trainers.viewer`) in the terminal.
+    ``num_workers="auto"`` measures env step and inference time first and chooses
+    ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tune`); the choice
+    and its reasons go to ``config.json``. ``run_dir`` (default ``runs/<env>_<algo>_<time>``)
+    receives the config, metrics (JSONL and TensorBoard event files) and checkpoints.
+    ``live``: show the live dashboard (:mod:`vecfast.trainers.viewer`) in the terminal.
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
     Ctrl-C or SIGTERM stops training after the current iteration: a final checkpoint is
@@ -157,16 +179,23 @@ def train(
             raise ValueError(f"{run_dir} was trained with algo={state['algo']!r}, not {algo!r}")
         overrides = {**state["config"], **overrides}
     spec = get_algo(algo)
+    tuning = None
+    if overrides.get("num_workers") == AUTO:
+        tuning = _auto_tune(env, algo, overrides)
+        choice = tuning.choice
+        overrides = {**overrides, "num_workers": choice.num_workers, "num_envs_per_worker": choice.num_envs_per_worker}
     sampling = TrainConfig.from_overrides(**{**spec.defaults, **overrides})
     vec_env = _build_env(env, sampling, spec.double_buffered)
     owns_env = vec_env is not env
     trainer = None
     run = None
     try:
-        cfg = TrainConfig.from_overrides(**{**family_defaults(vec_env), **spec.defaults, **overrides})
+        cfg = config_for(vec_env.single_observation_space, spec, overrides)
         frameskip = _frameskip(vec_env, cfg)
         env_name = _env_name(env, vec_env)
-        run = RunDir(run_dir if run_dir is not None else default_run_dir(env_name, algo), cfg.keep_checkpoints)
+        resumed_at = int(state["metrics"]["env_steps"]) if state is not None else None
+        path = run_dir if run_dir is not None else default_run_dir(env_name, algo)
+        run = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at)
         run.write_config(
             {
                 "algo": algo,
@@ -176,6 +205,7 @@ def train(
                 "num_envs": vec_env.num_envs,
                 "vecfast_version": _version(),
                 "config": cfg.to_dict(),
+                **({"auto_tune": tuning.to_dict()} if tuning is not None else {}),
             }
         )
         trainer = spec.factory(vec_env, cfg, total_env_steps)
