@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import torch
+from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 
 _LAST = re.compile(r"^last_(\d+)\.pt$")
@@ -68,10 +69,13 @@ class RunDir:
         if self._events is None:
             purge_step = None if self._resumed_at is None else self._resumed_at + 1
             self._events = SummaryWriter(str(self.path), purge_step=purge_step)
-        step = int(metrics["env_steps"])
-        for key, value in metrics.items():
-            if key != "env_steps" and isinstance(value, numbers.Real):
-                self._events.add_scalar(key, value, step)
+        # one event for all the numbers: add_scalar per number costs ~100 us each, in the learner's thread
+        values = [
+            Summary.Value(tag=key, simple_value=float(value))
+            for key, value in metrics.items()
+            if key != "env_steps" and isinstance(value, numbers.Real)
+        ]
+        self._events.file_writer.add_summary(Summary(value=values), int(metrics["env_steps"]))
         self._events.flush()  # a live `tensorboard --logdir` sees every iteration
 
     def save(self, state: dict[str, Any], env_steps: int, best: bool = False) -> Path:
