@@ -33,6 +33,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
+from vecfast.vector.worker import use_one_thread_per_library
+
 StepFn = Callable[[], int]
 """Performs one batch step and returns how many env steps it did."""
 
@@ -121,8 +123,13 @@ def recv_send_stepper(env: Any, actions: Iterable[Any]) -> StepFn:
 
 @contextlib.contextmanager
 def _single(cfg: BenchConfig) -> Iterator[StepFn]:
-    """One env in this process: the per-core cost that bounds every parallel backend."""
+    """One env in this process: the per-core cost that bounds every parallel backend.
+
+    Its libraries get one thread, as in a vecfast worker (and, being process-wide, for the
+    in-process backends measured after it).
+    """
     with contextlib.closing(cfg.make_env()) as env:
+        use_one_thread_per_library()
         env.reset(seed=cfg.seed)
         actions = _action_cycle(env.action_space, cfg.seed)
 
@@ -157,6 +164,20 @@ def _vecfast(cfg: BenchConfig) -> contextlib.AbstractContextManager[StepFn]:
     from vecfast import AsyncSharedMemVectorEnv
 
     return _gym_vector_env(cfg, functools.partial(AsyncSharedMemVectorEnv, num_workers=cfg.num_workers))
+
+
+def _batched(cfg: BenchConfig) -> contextlib.AbstractContextManager[StepFn]:
+    """The env's own batched implementation (its ``vector_entry_point``): one simulator steps every env."""
+    return _gym_vector_env(
+        cfg,
+        lambda fns: gym.make_vec(
+            cfg.make_id, num_envs=len(fns), vectorization_mode="vector_entry_point", **cfg.env_kwargs
+        ),
+    )
+
+
+def _no_vector_entry_point(cfg: BenchConfig) -> str | None:
+    return None if gym.spec(cfg.make_id).vector_entry_point else "env has no vector_entry_point"
 
 
 @contextlib.contextmanager
@@ -228,6 +249,7 @@ BACKENDS: dict[str, Backend] = {
     "envpool": Backend("EnvPool", _envpool, _envpool_unavailable),
     "vecfast": Backend("vecfast step()", _vecfast),
     "vecfast-async": Backend("vecfast async, 2 buffers", _vecfast_async),
+    "batched": Backend("batched (vector_entry_point)", _batched, _no_vector_entry_point),
 }
 
 
@@ -335,6 +357,8 @@ class BenchReport:
     steps_per_sec: dict[str, float | None]
     """Per backend; None where it was n/a or failed."""
     errors: dict[str, str] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Why a backend could not run here (reported as n/a)."""
     host: dict[str, Any] = field(default_factory=lambda: _host_info())
     """Taken when the run starts: ``cpu_busy_pct`` says whether others competed for the CPUs."""
 
@@ -371,6 +395,7 @@ class BenchReport:
                     "steps_per_sec": self.rate(name),
                     **{f"vs_{b}": self.ratio(name, b) for b in BASELINES.values()},
                     "error": self.errors.get(name),
+                    "unavailable": self.unavailable.get(name),
                 }
                 for name in self.rows()
             ],
@@ -445,6 +470,7 @@ def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | 
             report.steps_per_sec[name] = None
             reason = backend.unavailable(cfg)
             if reason is not None:
+                report.unavailable[name] = reason
                 progress.update(task, completed=total, status=f"[dim]n/a ({reason})")
                 continue
             progress.update(task, status="starting")

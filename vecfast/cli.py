@@ -66,7 +66,6 @@ def _add_bench(subparsers: Any) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    import cv2
     from rich.console import Console
     from rich.markup import escape
 
@@ -92,7 +91,6 @@ def _bench(args: argparse.Namespace) -> int:
     # so the physical limit and the peers are measured under the same setting; the variables
     # reach the workers that peers spawn, too.
     os.environ.update(OPENCV_FOR_THREADS_NUM="1", OMP_NUM_THREADS="1")
-    cv2.setNumThreads(1)
     try:
         report = run_benchmark(cfg, backends, console=Console(stderr=True))
     except EnvSetupError as exc:

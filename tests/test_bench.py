@@ -1,0 +1,61 @@
+"""`vecfast bench`: every requested backend is measured and reported, n/a ones say why."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vecfast.bench import run_for
+
+
+def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vecfast", "bench", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_bench_measures_each_backend_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    only = "single,sync,vecfast,vecfast-async,batched"
+    args = ["CartPole-v1", "--num-envs", "4", "--seconds", "0.3", "--warmup", "0.1", "--only", only]
+    result = _bench(tmp_path, *args, "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = {row["backend"]: row for row in json.loads(out.read_text())["results"]}
+    # CartPole-v1 has gymnasium's numpy CartPoleVectorEnv as its vector_entry_point
+    assert set(rows) == {"single", "physical", "sync", "vecfast", "vecfast-async", "batched"}
+    for name, row in rows.items():
+        assert row["error"] is None, (name, row["error"])
+        assert row["steps_per_sec"] > 0, name
+    assert rows["physical"]["steps_per_sec"] == pytest.approx(2 * rows["single"]["steps_per_sec"])
+    assert "batched (vector_entry_point)" in result.stdout
+
+
+def test_batched_backend_is_na_without_vector_entry_point(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    args = ["Acrobot-v1", "--num-envs", "2", "--seconds", "0.2", "--warmup", "0", "--only", "single,batched"]
+    result = _bench(tmp_path, *args, "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = {row["backend"]: row for row in json.loads(out.read_text())["results"]}
+    assert rows["batched"]["steps_per_sec"] is None
+    assert rows["batched"]["error"] is None
+    assert "vector_entry_point" in rows["batched"]["unavailable"]
+
+
+def test_unknown_backend_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    result = _bench(tmp_path, "CartPole-v1", "--only", "single,warp-drive")
+    assert result.returncode != 0
+    assert "unknown backend(s) warp-drive" in result.stderr
+
+
+def test_run_for_counts_env_steps_and_honours_a_call_limit() -> None:
+    steps, elapsed = run_for(lambda: 3, seconds=10.0, calls=5)
+    assert steps == 15
+    assert elapsed < 10.0
