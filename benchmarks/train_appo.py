@@ -10,7 +10,7 @@ model (convnet_simple, GRU 512). One run measures, one after the other on the sa
 Frames count the env's frame skip (4), as Sample Factory's reported FPS does.
 
     python benchmarks/train_appo.py --seconds 120
-    python benchmarks/train_appo.py --seconds 120 --set encoder_bf16=True
+    python benchmarks/train_appo.py --seconds 120 --set encoder_bf16=False   # float32 encoder, as Sample Factory
     python benchmarks/train_appo.py --frames 1000000   # sample efficiency: mean return after 1M frames
 """
 

@@ -61,3 +61,5 @@ def test_enjoy_writes_videos_of_doom_episodes(tmp_path: Path, capsys: pytest.Cap
 def test_unknown_values_are_rejected_by_the_parser() -> None:
     with pytest.raises(SystemExit):
         run_cli(["train", "CartPole-v1", "--rollout", "many"])
+    with pytest.raises(SystemExit):
+        run_cli(["train", "CartPole-v1", "--encoder_bf16", "maybe"])

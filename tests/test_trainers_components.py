@@ -219,6 +219,23 @@ def test_config_rejects_unknown_keys_and_bad_batches() -> None:
         TrainConfig.from_overrides(num_envs_per_wroker=4)
     with pytest.raises(ValueError, match="multiple of rollout"):
         TrainConfig.from_overrides(batch_size=100, rollout=32)
+    with pytest.raises(ValueError, match="encoder_bf16 must be True, False or 'auto'"):
+        TrainConfig.from_overrides(encoder_bf16="fast")
+
+
+def test_bf16_encoder_stays_within_bfloat16_precision_and_auto_follows_the_hardware() -> None:
+    from vecfast.trainers.models import ConvEncoder
+    from vecfast.trainers.runtime import native_bf16
+
+    images = torch.randint(0, 256, (4, 3, 36, 64), dtype=torch.uint8)
+    outputs = {}
+    for setting in (False, True, "auto"):
+        torch.manual_seed(0)  # the same weights for every setting
+        outputs[setting] = ConvEncoder((3, 36, 64), small_config(encoder_bf16=setting))(images)
+    assert outputs[True].dtype == torch.float32
+    assert not torch.equal(outputs[True], outputs[False])  # bfloat16 really ran
+    torch.testing.assert_close(outputs[True], outputs[False], atol=0.05, rtol=0.05)
+    assert torch.equal(outputs["auto"], outputs[native_bf16("cpu")])
 
 
 @pytest.mark.parametrize("shape", [(3, 36, 64), (36, 64, 3)], ids=["CHW", "HWC"])
@@ -226,7 +243,7 @@ def test_image_normalisation_folded_into_the_first_convolution_is_exact(shape: t
     from vecfast.trainers.models import ConvEncoder
 
     torch.manual_seed(0)
-    encoder = ConvEncoder(shape, small_config())
+    encoder = ConvEncoder(shape, small_config(encoder_bf16=False))
     images = torch.randint(0, 256, (6, *shape), dtype=torch.uint8)
     encoder.update_norm(images)
     pixels = encoder.nchw(images) / 255.0

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,21 @@ def _none_or(kind: type) -> Any:
     return parse
 
 
-def _int_or_auto(value: str) -> int | str:
-    if value == AUTO:
-        return AUTO
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int or {AUTO!r}, got {value!r}") from None
+def _or_auto(kind: type) -> Callable[[str], Any]:
+    """Parse ``auto`` or a value of ``kind`` (an int, or a bool written true/false)."""
+    words = {"true": True, "false": False}
+
+    def parse(value: str) -> Any:
+        if value == AUTO:
+            return AUTO
+        try:
+            return words[value.lower()] if kind is bool else kind(value)
+        except (KeyError, ValueError):
+            shown = "true, false" if kind is bool else f"an {kind.__name__}"
+            raise argparse.ArgumentTypeError(f"expected {shown} or {AUTO!r}, got {value!r}") from None
+
+    parse.__name__ = f"{kind.__name__} or {AUTO}"
+    return parse
 
 
 def _add_config_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
@@ -47,12 +56,14 @@ def _add_config_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...
         optional = isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
         if optional:
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
-        if kind is bool:
+        if kind == bool | str:  # True, False or "auto"
+            kwargs["type"] = _or_auto(bool)
+        elif kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(kind) is tuple:
             kwargs.update(nargs="*", type=int, metavar="N")
         elif field.name == "num_workers":
-            kwargs["type"] = _int_or_auto
+            kwargs["type"] = _or_auto(int)
         else:
             kwargs["type"] = _none_or(kind) if optional else kind
         group.add_argument(*names, help=f"(default {field.default!r})", **kwargs)

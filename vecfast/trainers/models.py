@@ -19,6 +19,7 @@ from torch import nn
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.distributions import ActionDistribution, ActionHead
 from vecfast.trainers.normalize import RunningMeanStd
+from vecfast.trainers.runtime import native_bf16
 
 # (out_channels, kernel, stride) of Sample Factory's conv encoders
 CONV_ARCHITECTURES = {
@@ -86,7 +87,7 @@ class ConvEncoder(nn.Module):
         self.mlp = _mlp([flat, *cfg.encoder_conv_mlp_layers], activation)
         self.out_features = cfg.encoder_conv_mlp_layers[-1] if cfg.encoder_conv_mlp_layers else flat
         self.norm = RunningMeanStd((channels, 1, 1)) if cfg.normalize_input else None
-        self.bf16 = cfg.encoder_bf16
+        self.bf16 = cfg.encoder_bf16  # True, False or "auto" (decided per device in forward)
 
     def nchw(self, x: torch.Tensor) -> torch.Tensor:
         """Raw pixels as floats, channels first (stored channels-last: NHWC data permuted already is)."""
@@ -106,7 +107,8 @@ class ConvEncoder(nn.Module):
             std = (self.norm.var + self.norm.epsilon).sqrt().float()
             weight = weight / std
             bias = bias - (self.first.weight * (self.norm.mean.float() / std)).sum((1, 2, 3))
-        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+        bf16 = native_bf16(x.device.type) if self.bf16 == "auto" else self.bf16
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
             x = nn.functional.conv2d(self.nchw(x), weight, bias, self.first.stride)
             return self.mlp(self.rest(x)).float()  # rest starts with the first convolution's activation
 
