@@ -150,6 +150,7 @@ def describe(procs: Iterable[psutil.Process]) -> list[str]:
 
 SHM_DIR = "/dev/shm"
 SHM_PATTERN = re.compile(r"ViZDoom|vecfast|psm_|wnsm_")
+VIZDOOM_SHM = re.compile(r"ViZDoom(?:SM|MQCtr|MQDoom)(.+)")  # group 1: the game's instance id
 
 
 def shm_entries() -> set[str]:
@@ -191,6 +192,33 @@ def shm_files_used_by(procs: Iterable[psutil.Process]) -> set[str]:
                 if SHM_PATTERN.search(name):
                     names.add(name)
     return names
+
+
+def vizdoom_shm_left(before: set[str], settle: float = 1.0) -> set[str]:
+    """VizDoom's entries in /dev/shm made since ``before`` whose game no longer runs.
+
+    Other work on this machine may run VizDoom meanwhile: entries of games that run are
+    theirs. A game that has made its message queues but not yet started its process
+    looks like a leak for a moment, so /dev/shm is read twice, ``settle`` seconds apart.
+    """
+
+    def left() -> set[str]:
+        running = {vizdoom_instance_id(p) for p in psutil.process_iter() if _name(p) == "vizdoom"}
+        new = {VIZDOOM_SHM.fullmatch(name) for name in shm_entries() - before}
+        return {m.group(0) for m in new if m and m.group(1) not in running}
+
+    first = left()
+    if not first:
+        return first
+    time.sleep(settle)
+    return first & left()
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return ""
 
 
 def unlink_shm(names: Iterable[str]) -> None:

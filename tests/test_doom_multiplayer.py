@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
-from helpers import descendants, shm_entries, shm_files_used_by, wait_gone
+from helpers import descendants, shm_entries, shm_files_used_by, vizdoom_shm_left, wait_gone
 from pettingzoo.test import api_test, parallel_api_test
 
 from vecfast.multiagent import MultiAgentVectorEnv, doom_deathmatch_v0, doom_duel_v0, doom_match
@@ -141,6 +141,7 @@ def test_a_taken_port_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     picks = iter([taken.getsockname()[1]])
     real = doom_match.free_udp_port
     monkeypatch.setattr(doom_match, "free_udp_port", lambda: next(picks, None) or real())
+    before = shm_entries()
     env = doom_deathmatch_v0.parallel_env(num_agents=2, timelimit_minutes=SHORT, timeout=3.0)
     try:
         obs, _ = env.reset(seed=0)
@@ -149,6 +150,9 @@ def test_a_taken_port_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         env.close()
         taken.close()
+    # The host that could not bind exited on its own, its player's worker was killed: its
+    # IPC must be gone all the same, as must that of the games closed normally.
+    assert vizdoom_shm_left(before) == set()
 
 
 def test_killing_the_owner_leaves_no_game_and_no_shared_memory(tmp_path: Any, process_guard: Any) -> None:

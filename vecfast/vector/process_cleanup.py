@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import threading
 import time
+from collections.abc import Iterable
 
 import psutil
 
-_VIZDOOM_INSTANCE = re.compile(r"^ViZDoom(?:SM|MQCtr|MQDoom)(.+)$")
 OWNER_POLL_SECONDS = 0.2
+# A VizDoom game with instance id ``i`` keeps shared memory ``ViZDoomSM<i>`` and message
+# queues ``ViZDoomMQCtr<i>`` and ``ViZDoomMQDoom<i>`` in /dev/shm.
+VIZDOOM_IPC_PREFIXES = ("ViZDoomSM", "ViZDoomMQCtr", "ViZDoomMQDoom")
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
@@ -47,15 +49,16 @@ def _vizdoom_instance_ids(procs: list[psutil.Process]) -> set[str]:
     return ids
 
 
-def _unlink_vizdoom_ipc(instance_ids: set[str]) -> None:
-    """Remove the shared memory and message queues of VizDoom games that were killed."""
-    if not instance_ids:
-        return
-    for name in os.listdir("/dev/shm"):
-        match = _VIZDOOM_INSTANCE.match(name)
-        if match and match.group(1) in instance_ids:
+def unlink_vizdoom_ipc(instance_ids: Iterable[str]) -> None:
+    """Remove the shared memory and message queues of VizDoom games that are gone.
+
+    A game removes them itself only when it is closed; one that was killed, or that
+    exited on its own while starting, leaves them.
+    """
+    for instance_id in filter(None, instance_ids):  # an unstarted game's id is ""
+        for prefix in VIZDOOM_IPC_PREFIXES:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join("/dev/shm", name))
+                os.unlink(os.path.join("/dev/shm", prefix + instance_id))
 
 
 def kill_group(pgid: int, spare_pid: int | None = None, timeout: float = 3.0) -> None:
@@ -70,7 +73,7 @@ def kill_processes(procs: list[psutil.Process], timeout: float = 3.0) -> None:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     _wait_gone(procs, timeout)
-    _unlink_vizdoom_ipc(instance_ids)
+    unlink_vizdoom_ipc(instance_ids)
 
 
 def _wait_gone(procs: list[psutil.Process], timeout: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -13,49 +14,112 @@ import psutil
 import vizdoom as vzd
 
 from vecfast.envs.doom.reaper import GameReaper
+from vecfast.vector.process_cleanup import unlink_vizdoom_ipc
 
 # VizDoom's game writes ``./_vizdoom/`` and ``./_vizdoom.ini`` into its working directory;
 # two games creating the directory at once kill one of them. Each game gets a private
 # directory, and since a process has one working directory, games of one process start
 # one at a time.
 _START_LOCK = threading.Lock()
+# The first thing init() does is map two message queues in /dev/shm named after the game's
+# instance id; a mapped queue in this process's memory map reveals the id while init() runs.
+_MAPPED_QUEUE = re.compile(r"/dev/shm/ViZDoomMQCtr(\w+)")
+_SPOT_INTERVAL = 0.005  # seconds; a game takes over 0.1 s from its queues to its first failure
 
 
 class GameProcess:
-    """Owns one :class:`vizdoom.DoomGame`: its private directory and its watched process."""
+    """Owns one :class:`vizdoom.DoomGame`: its private directory, its watched process, its IPC.
+
+    VizDoom names a game's shared memory and message queues in /dev/shm after the game's
+    instance id, and removes them when the game is closed, not when it is killed. Worse,
+    VizDoom 1.3.2 crashes (segfaults) the process that starts a game when the game exits
+    while starting, as a host does whose port is taken, and ``get_instance_id()`` works
+    only on a running game. So a thread spots the id while ``init()`` runs and hands it
+    to the reaper at once; the reaper removes the IPC of the games of an owner that dies,
+    crashed or killed, and a failed start or the release removes it otherwise.
+    """
 
     def __init__(self, game: vzd.DoomGame) -> None:
         self.game = game
         self.home = tempfile.mkdtemp(prefix="vecfast-doom-")
         self.pid: int | None = None
+        self.instance_id: str | None = None  # VizDoom's id of the game last started
+        self._instance_ids: list[str] = []  # of every game started: the release removes their IPC
         # Runs at close() or, for an env nobody closed, at interpreter exit (Ctrl-C included):
         # the reaper covers only owners that die without running exit handlers.
-        self._release = weakref.finalize(self, _release, game, self.home)
+        self._release = weakref.finalize(self, _release, game, self.home, self._instance_ids)
 
     def start(self) -> None:
         self.game.set_doom_config_path(os.path.join(self.home, "_vizdoom.ini"))
         me = psutil.Process()
+        reaper = GameReaper.for_this_process()
         with _START_LOCK:
             before = {child.pid for child in me.children()}
+            spotter = _InstanceSpotter(reaper, self.home)
             cwd = os.getcwd()
             os.chdir(self.home)
             try:
                 self.game.init()
+            except BaseException:
+                spotter.stop()
+                unlink_vizdoom_ipc(spotter.found)  # the game has exited (init() waited for that)
+                for instance_id in spotter.found:
+                    reaper.forget(instance_id)
+                raise
             finally:
                 os.chdir(cwd)
+            spotter.stop()
+            self.instance_id = self.game.get_instance_id()
+            self._instance_ids.append(self.instance_id)
             started = [child for child in me.children() if child.pid not in before]
         if started:
             self.pid = started[0].pid
-            GameReaper.for_this_process().watch(self.pid, self.home)
+            reaper.watch(self.instance_id, self.home, self.pid)
 
     def close(self) -> None:
-        if self.pid is not None:
+        if self.instance_id is not None:
             with contextlib.suppress(OSError):
-                GameReaper.for_this_process().forget(self.pid)
-            self.pid = None
+                GameReaper.for_this_process().forget(self.instance_id)
+            self.instance_id = self.pid = None
         self._release()
 
 
-def _release(game: vzd.DoomGame, home: str) -> None:
+class _InstanceSpotter:
+    """Watches this process's memory map for the message queues of a game that ``init()`` starts.
+
+    ``init()`` releases the GIL while it waits for the game, so this thread runs meanwhile;
+    games of this process start one at a time (``_START_LOCK``), so a new queue is theirs.
+    """
+
+    def __init__(self, reaper: GameReaper, home: str) -> None:
+        self.found: list[str] = []
+        self._reaper = reaper
+        self._home = home
+        self._before = _mapped_instance_ids()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._spot, name="vecfast-doom-spotter", daemon=True)
+        self._thread.start()
+
+    def _spot(self) -> None:
+        while not self._done.wait(_SPOT_INTERVAL):
+            new = _mapped_instance_ids() - self._before
+            if new:
+                self.found = sorted(new)
+                for instance_id in self.found:
+                    self._reaper.watch(instance_id, self._home)
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def _mapped_instance_ids() -> set[str]:
+    with open("/proc/self/maps") as maps:
+        return {match.group(1) for line in maps if (match := _MAPPED_QUEUE.search(line))}
+
+
+def _release(game: vzd.DoomGame, home: str, instance_ids: list[str]) -> None:
     game.close()
+    unlink_vizdoom_ipc(instance_ids)  # gone already unless the game was killed
     shutil.rmtree(home, ignore_errors=True)
