@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import socket
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from gymnasium import spaces
@@ -25,10 +26,10 @@ from pettingzoo import ParallelEnv
 from vecfast.envs.doom.full_game_env import DoomFullGameEnv
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 
-__all__ = ["DoomMatch", "DoomPlayerEnv", "free_udp_port", "outcomes"]
+__all__ = ["DoomMatch", "DoomPlayerEnv", "free_udp_port", "outcomes", "start_match"]
 
 MATCH_FAILURES = (EnvError, StepTimeoutError, WorkerDiedError)  # what tears a match down
-_SOLO_HOST = "-host 1 "  # how DoomFullGameEnv hosts its single-player match
+T = TypeVar("T")
 
 
 def free_udp_port() -> int:
@@ -50,38 +51,46 @@ class DoomPlayerEnv(DoomFullGameEnv):
     """
 
     def __init__(self, player: int, num_players: int, port: int, *, connect_timeout: float = 20.0, **kwargs) -> None:
-        super().__init__(num_bots=0, **kwargs)
         self.player = player
-        args = self.game.get_game_args()
-        if not args.startswith(_SOLO_HOST):
-            raise RuntimeError(f"DoomFullGameEnv's game arguments changed; cannot turn {args!r} into a network game")
-        if player == 0:
+        self.num_players = num_players
+        self.port = port
+        self.connect_timeout = connect_timeout
+        super().__init__(num_bots=0, **kwargs)
+
+    def game_args(self) -> str:
+        if self.player == 0:
             # Peer-to-peer: in packet-server mode (the default) the games step ~10x slower.
-            args = f"-host {num_players} -port {port} -netmode 0 {args[len(_SOLO_HOST) :]}"
+            args = f"-host {self.num_players} -port {self.port} -netmode 0 {self.match_rules}"
         else:
-            args = f"-join 127.0.0.1:{port}"
-        self.game.set_game_args(f"{args} +name player_{player} +viz_connect_timeout {connect_timeout:g}")
-        self.game = _LockstepGame(self.game)
+            args = f"-join 127.0.0.1:{self.port}"
+        return f"{args} +name player_{self.player} +viz_connect_timeout {self.connect_timeout:g}"
 
+    def respawn_if_dead(self) -> bool:
+        """Never: the host's forced respawn (``+sv_forcerespawn``) brings dead players back.
 
-class _LockstepGame:
-    """The game of a networked player, as :class:`DoomFullGameEnv` sees it: never found dead.
-
-    The games of a match advance in lockstep, so every player must advance exactly
-    ``frame_skip`` tics per step. ``respawn_player()``, which DoomFullGameEnv calls for a
-    dead player, advances one game alone until its player is back, and the match then
-    waits forever for the others. The host's forced respawn (``+sv_forcerespawn``) brings
-    dead players back within the normal tics instead.
-    """
-
-    def __init__(self, game: Any) -> None:
-        self._game = game
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._game, name)
-
-    def is_player_dead(self) -> bool:
+        The games of a match advance in lockstep, so every player must advance exactly
+        ``frame_skip`` tics per step, while ``respawn_player()`` advances one game alone
+        until its player is back, and the match then waits forever for the others.
+        """
         return False
+
+
+def start_match(reset: Callable[[bool], T], restart: Callable[[], None], max_attempts: int, what: str = "match") -> T:
+    """``reset(retry)`` of players whose games start now, with ``restart()`` between failed attempts.
+
+    A start fails when a host cannot bind its port (another process took it after
+    :func:`free_udp_port`) or the games do not connect; ``restart()`` replaces the players
+    (on fresh ports) and ``reset`` runs again with ``retry=True``, up to ``max_attempts``
+    times in all.
+    """
+    for attempt in range(max_attempts):
+        try:
+            return reset(attempt > 0)
+        except MATCH_FAILURES as exc:
+            if attempt + 1 == max_attempts:
+                raise RuntimeError(f"no {what} started in {max_attempts} attempts: {exc}") from exc
+            restart()
+    raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
 
 
 class DoomMatch(ParallelEnv):
@@ -170,14 +179,9 @@ class DoomMatch(ParallelEnv):
         self._players = self._start_players()
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
-        for attempt in range(self.max_start_attempts):
-            try:
-                obs, infos = self._players.reset(seed=seed, options=options)
-                break
-            except MATCH_FAILURES as exc:
-                if attempt + 1 == self.max_start_attempts:
-                    raise RuntimeError(f"no match started in {self.max_start_attempts} attempts: {exc}") from exc
-                self._restart()
+        obs, infos = start_match(
+            lambda _: self._players.reset(seed=seed, options=options), self._restart, self.max_start_attempts
+        )
         self.agents = list(self.possible_agents)
         return self._per_agent_obs(obs), self._per_agent_infos(infos)
 

@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from vecfast.multiagent.doom_match import MATCH_FAILURES, DoomPlayerEnv, free_udp_port, outcomes
+from vecfast.multiagent.doom_match import MATCH_FAILURES, DoomPlayerEnv, free_udp_port, outcomes, start_match
 from vecfast.multiagent.slots import SlotLayout
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.action_check import check_action_batch
@@ -181,16 +181,16 @@ class DoomMatchesVectorEnv(VectorEnv):
     # ----------------------------------------------------------------- internals
     def _start_matches(self, env_seeds: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         """Reset the players (starting their games), starting everything again on failure."""
-        for attempt in range(self.max_start_attempts):
-            try:
-                obs, infos = self.players.reset(seed=env_seeds, options=options)
-                break
-            except MATCH_FAILURES as exc:
-                if attempt + 1 == self.max_start_attempts:
-                    raise RuntimeError(f"no matches started in {self.max_start_attempts} attempts: {exc}") from exc
-                self._replace_players()
-                options = None  # the new games all need their first reset
-                self._ended[:] = False
+
+        def reset(retry: bool) -> tuple[Any, dict[str, Any]]:
+            # New players' games all need their first reset: a reset mask no longer applies.
+            return self.players.reset(seed=env_seeds, options=None if retry else options)
+
+        def restart() -> None:
+            self._replace_players()
+            self._ended[:] = False
+
+        obs, infos = start_match(reset, restart, self.max_start_attempts, "matches")
         self._restart_pending = False
         self._last_obs = map_tree(lambda a: a[self._env_of_slot], obs)
         return self._last_obs, self.slots.add_ids(self._to_slots(infos))

@@ -56,6 +56,14 @@ DEFAULT_REWARD_SHAPING: dict[str, float] = {
     "weapon_switch": -0.02,  # per switch within `weapon_switch_window` steps of the previous one
 }
 
+# The deathmatch rules of a full game, as VizDoom arguments (the host's hold for a whole
+# networked match): players respawn at once, protected and away from the others; no
+# autoaim, no crouching.
+MATCH_RULES = (
+    "-deathmatch +timelimit {timelimit_minutes} +sv_forcerespawn 1 +sv_noautoaim 1 "
+    "+sv_respawnprotect 1 +sv_spawnfarthest 1 +sv_nocrouch 1 +viz_respawn_delay 0"
+)
+
 # The HUD: health, armor, selected weapon and its ammo, weapons owned, ammo per type, frags.
 MEASUREMENT_SCALES = np.array([100.0, 100.0, WEAPONS, 50.0, *[50.0] * len(AMMO), *[1.0] * WEAPONS, 10.0], np.float32)
 
@@ -93,6 +101,7 @@ class DoomFullGameEnv(DoomEnvBase):
         if timelimit_minutes <= 0:
             raise ValueError(f"timelimit_minutes must be positive, got {timelimit_minutes}")
         super().__init__(wad, frame_skip, resolution, render_mode)
+        self.match_rules = MATCH_RULES.format(timelimit_minutes=timelimit_minutes)
         self.num_bots = num_bots
         self.weapon_switch_window = weapon_switch_window
         self.reward_shaping = dict(DEFAULT_REWARD_SHAPING)
@@ -102,10 +111,7 @@ class DoomFullGameEnv(DoomEnvBase):
         game.set_render_hud(True)
         game.set_available_buttons(BUTTONS)
         game.set_available_game_variables(VARIABLES)
-        game.add_game_args(
-            f"-host 1 -deathmatch +timelimit {timelimit_minutes} +sv_forcerespawn 1 +sv_noautoaim 1 "
-            "+sv_respawnprotect 1 +sv_spawnfarthest 1 +sv_nocrouch 1 +viz_respawn_delay 0"
-        )
+        game.add_game_args(self.game_args())
         self.observation_space = spaces.Dict(
             {
                 "screen": self.screen_space(),
@@ -116,6 +122,20 @@ class DoomFullGameEnv(DoomEnvBase):
         self._variables = np.zeros(len(VARIABLES))
         self._last_obs: dict[str, np.ndarray] | None = None
         self._steps_since_switch = weapon_switch_window
+
+    def game_args(self) -> str:
+        """VizDoom's arguments for this env's game: host a match of one player under ``match_rules``."""
+        return f"-host 1 {self.match_rules}"
+
+    def respawn_if_dead(self) -> bool:
+        """Bring a dead player back at once; whether it was dead.
+
+        VizDoom may call a death the episode's end, while the match goes on.
+        """
+        if not self.game.is_player_dead():
+            return False
+        self.game.respawn_player()
+        return True
 
     def set_reward_shaping(self, coefficients: dict[str, float]) -> None:
         unknown = set(coefficients) - set(DEFAULT_REWARD_SHAPING)
@@ -151,8 +171,7 @@ class DoomFullGameEnv(DoomEnvBase):
             raise RuntimeError("call reset() before step()")
         action = np.asarray(action)
         _, finished = self.advance(self.buttons(action))
-        if self.game.is_player_dead():  # VizDoom may call a death the episode's end; the match goes on
-            self.game.respawn_player()
+        if self.respawn_if_dead():
             finished = self.game.is_episode_finished()
         state = None if finished else self.game.get_state()
         variables = self._variables if state is None else np.asarray(state.game_variables, np.float64)
