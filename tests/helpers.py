@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import psutil
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 # ---------------------------------------------------------------------------- comparisons
 
@@ -94,6 +97,57 @@ def info_row(infos: dict[str, Any], row: int, skip: Iterable[str] = ("env_id",))
             continue
         out[key] = info_row(value, row, ()) if isinstance(value, dict) else value[row]
     return out
+
+
+# ---------------------------------------------------------------------------- lockstep runs
+
+StepCheck = Callable[[tuple, tuple, str], None]
+
+
+def run_lockstep(
+    expected: VectorEnv,
+    actual: VectorEnv,
+    steps: int,
+    seed: int,
+    mode: AutoresetMode,
+    check: StepCheck = assert_step_equal,
+    check_reset: StepCheck = assert_tree_equal,
+) -> Counter:
+    """Step both with the same seeds and actions, checking steps with ``check``, resets with ``check_reset``.
+
+    In DISABLED mode finished envs are reset with ``reset_mask``, seeded and unseeded
+    by turns. Returns counts of episode ends, SAME_STEP final observations, partial
+    resets and steps with infos, so callers can assert that the boundaries were exercised.
+    """
+    check_reset(actual.reset(seed=seed), expected.reset(seed=seed), "reset")
+    expected.action_space.seed(seed)
+    seen: Counter = Counter()
+    for t in range(steps):
+        actions = expected.action_space.sample()
+        want = expected.step(copy.deepcopy(actions))
+        got = actual.step(copy.deepcopy(actions))
+        check(got, want, f"step {t}")
+        done = want[2] | want[3]
+        seen["terminated"] += int(want[2].sum())
+        seen["truncated"] += int(want[3].sum())
+        seen["final_obs"] += int(want[4].get("_final_obs", np.zeros(1, bool)).sum())
+        seen["infos"] += bool(want[4])
+        if mode == AutoresetMode.DISABLED and done.any():
+            reset_seed = None if t % 2 else seed + 1000 + t
+            want_reset = expected.reset(seed=reset_seed, options={"reset_mask": done.copy()})
+            got_reset = actual.reset(seed=reset_seed, options={"reset_mask": done.copy()})
+            check_reset(got_reset, want_reset, f"partial reset after step {t}")
+            seen["partial_resets"] += 1
+    return seen
+
+
+def assert_boundaries_seen(seen: Counter, mode: AutoresetMode) -> None:
+    """The run crossed episode ends (both kinds) and the mode's autoreset path."""
+    assert seen["terminated"] > 0 and seen["truncated"] > 0, seen
+    if mode == AutoresetMode.SAME_STEP:
+        assert seen["final_obs"] > 0, seen
+    if mode == AutoresetMode.DISABLED:
+        assert seen["partial_resets"] > 0, seen
 
 
 # ---------------------------------------------------------------------------- processes

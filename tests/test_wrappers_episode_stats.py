@@ -9,15 +9,13 @@ import numpy as np
 import pytest
 from envs_for_tests import env_fns
 from gymnasium.vector import AutoresetMode
-from helpers import assert_tree_equal
+from helpers import assert_boundaries_seen, assert_tree_equal, run_lockstep
 from wrapper_lockstep import (
     BACKENDS,
     MODES,
     NUM_ENVS,
-    assert_boundaries_seen,
     info_without,
     make_vector,
-    run_lockstep,
     wrapped_fns,
 )
 

@@ -11,16 +11,8 @@ import pytest
 from envs_for_tests import env_fns
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-from wrapper_lockstep import (
-    BACKENDS,
-    MODES,
-    NUM_ENVS,
-    NUM_WORKERS,
-    assert_boundaries_seen,
-    make_vector,
-    run_lockstep,
-    wrapped_fns,
-)
+from helpers import assert_boundaries_seen, run_lockstep
+from wrapper_lockstep import BACKENDS, MODES, NUM_ENVS, NUM_WORKERS, make_vector, wrapped_fns
 
 from vecfast.wrappers import (
     ChannelOrderObservation,

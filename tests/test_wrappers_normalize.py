@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from envs_for_tests import env_fns
 from gymnasium.vector import AutoresetMode
-from helpers import assert_tree_equal
-from wrapper_lockstep import BACKENDS, NUM_ENVS, make_vector, run_lockstep, wrapped_fns
+from helpers import assert_tree_equal, run_lockstep
+from wrapper_lockstep import BACKENDS, NUM_ENVS, make_vector, wrapped_fns
 
 from vecfast.wrappers import NormalizeObservation
 

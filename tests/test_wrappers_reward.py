@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from envs_for_tests import env_fns
 from gymnasium.vector import AutoresetMode
-from helpers import assert_tree_equal
-from wrapper_lockstep import BACKENDS, MODES, NUM_ENVS, assert_boundaries_seen, make_vector, run_lockstep
+from helpers import assert_boundaries_seen, assert_tree_equal, run_lockstep
+from wrapper_lockstep import BACKENDS, MODES, NUM_ENVS, make_vector
 
 from vecfast.wrappers import ClipReward, NormalizeReward, ScaleReward
 
