@@ -84,16 +84,20 @@ def test_same_seed_same_episode(fresh_cwd):
 def test_episode_end_reports_return_and_length(fresh_cwd):
     env = gym.make("vecfast/DoomBasic-v0")
     try:
-        env.reset(seed=0)
+        obs, _ = env.reset(seed=0)
         total, steps = 0.0, 0
         while True:
-            _, reward, terminated, truncated, info = env.step(0)  # no-op until the 300-tic timeout
+            previous = obs
+            obs, reward, terminated, truncated, info = env.step(0)  # no-op until the 300-tic timeout
             total += reward
             steps += 1
             if terminated or truncated:
                 break
         assert truncated and not terminated
         assert info == {"episode_return": total, "episode_length": steps}
+        # the finished game has no state: the last observation again, but as new data
+        for key in obs:
+            assert np.array_equal(obs[key], previous[key]) and not np.shares_memory(obs[key], previous[key])
     finally:
         env.close()
 

@@ -54,6 +54,7 @@ class DoomEnvBase(gym.Env):
         self.game.set_mode(vzd.Mode.PLAYER)
         self._process = GameProcess(self.game)
         self._frame: np.ndarray | None = None
+        self._last_obs: dict[str, np.ndarray] | None = None  # set by the subclass's observe()
         self.episode_return = 0.0
         self.episode_length = 0
 
@@ -89,6 +90,18 @@ class DoomEnvBase(gym.Env):
 
     def observe(self, state: vzd.GameState) -> dict[str, np.ndarray]:
         raise NotImplementedError
+
+    def check_reset(self) -> None:
+        if self._last_obs is None:
+            raise RuntimeError("call reset() before step()")
+
+    def final_observation(self) -> dict[str, np.ndarray]:
+        """The observation of the step that ends an episode.
+
+        The finished game has no state, so the last observation is repeated, as a copy:
+        gymnasium expects new observation data from every step.
+        """
+        return {key: value.copy() for key, value in self._last_obs.items()}
 
     def episode_summary(self) -> dict[str, Any]:
         return {"episode_return": self.episode_return, "episode_length": self.episode_length}

@@ -120,7 +120,6 @@ class DoomFullGameEnv(DoomEnvBase):
         )
         self.action_space = spaces.MultiDiscrete(ACTION_HEADS)
         self._variables = np.zeros(len(VARIABLES))
-        self._last_obs: dict[str, np.ndarray] | None = None
         self._steps_since_switch = weapon_switch_window
 
     def game_args(self) -> str:
@@ -167,8 +166,7 @@ class DoomFullGameEnv(DoomEnvBase):
         return row
 
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
-        if self._last_obs is None:
-            raise RuntimeError("call reset() before step()")
+        self.check_reset()
         action = np.asarray(action)
         _, finished = self.advance(self.buttons(action))
         if self.respawn_if_dead():
@@ -181,7 +179,7 @@ class DoomFullGameEnv(DoomEnvBase):
         info = {key: float(variables[_INDEX[v]]) for key, v in FIGURES.items()}
         if finished:
             info.update(self.episode_summary())
-            return self._last_obs, reward, False, True, info
+            return self.final_observation(), reward, False, True, info
         return self.observe(state), reward, False, False, info
 
     def _shaped_reward(self, before: np.ndarray, after: np.ndarray) -> float:

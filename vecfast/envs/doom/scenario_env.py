@@ -54,17 +54,15 @@ class DoomScenarioEnv(DoomEnvBase):
         self.observation_space = spaces.Dict(obs_spaces)
         self.action_space = spaces.Discrete(1 + buttons)
         self._button_rows = np.eye(1 + buttons, buttons, k=-1).tolist()
-        self._last_obs: dict[str, np.ndarray] | None = None
 
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
-        if self._last_obs is None:
-            raise RuntimeError("call reset() before step()")
+        self.check_reset()
         reward, finished = self.advance(self._button_rows[int(action)])
         self.episode_return += reward
         if not finished:
             return self.observe(self.game.get_state()), reward, False, False, {}
         truncated = self.game.is_episode_timeout_reached()
-        return self._last_obs, reward, not truncated, truncated, self.episode_summary()
+        return self.final_observation(), reward, not truncated, truncated, self.episode_summary()
 
     def observe(self, state: Any) -> dict[str, np.ndarray]:
         obs = {"screen": self.screen(state)}
