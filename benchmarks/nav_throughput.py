@@ -136,6 +136,30 @@ def _table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _marginal_table(results: list[dict[str, Any]]) -> str:
+    """Memory each added env costs, between consecutive batch sizes of one backend.
+
+    Per-env totals include each process's fixed cost (Python, torch: ~250 MiB RSS), which
+    the batched env pays once and a process-based vector env once per process; the slope
+    is what an env itself costs, i.e. how memory grows with the batch.
+    """
+    lines = [
+        "| backend | num_envs | added MiB/env (RSS) | batched memory ratio |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    slopes: dict[tuple[str, int, int], float] = {}  # (backend, from, to) -> MiB per added env
+    for backend in dict.fromkeys(r["backend"] for r in results):
+        runs = sorted((r for r in results if r["backend"] == backend), key=lambda r: r["num_envs"])
+        for small, large in itertools.pairwise(runs):
+            added = large["num_envs"] - small["num_envs"]
+            slopes[backend, small["num_envs"], large["num_envs"]] = (large["rss_mib"] - small["rss_mib"]) / added
+    for (backend, small, large), slope in slopes.items():
+        base = slopes.get(("batched", small, large))
+        ratio = f"1/{slope / base:.0f}" if base and base > 0 else "n/a"
+        lines.append(f"| {backend} | {small} -> {large} | {slope:.3f} | {ratio} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", default="64,256,1024", help="comma-separated batch sizes")
@@ -170,7 +194,7 @@ def main() -> int:
     table = _table(
         [r for r in results if any(b["backend"] == "batched" and b["num_envs"] == r["num_envs"] for b in results)]
     )
-    print(f"{os.cpu_count()} CPUs; {args.seconds:g} s per measurement\n\n{table}")
+    print(f"{os.cpu_count()} CPUs; {args.seconds:g} s per measurement\n\n{table}\n\n{_marginal_table(results)}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
