@@ -7,8 +7,10 @@ its workers: robust when other jobs share the machine) and resident memory per e
 summed over the owner and all its worker processes, after stepping; USS, the memory no
 other process shares, too). Processes that hold one env each run torch with one thread
 (``OMP_NUM_THREADS=1``), as any per-env process should; the batched env uses
-``--batched-threads`` (with ``OMP_WAIT_POLICY=PASSIVE`` unless set: spinning OpenMP
-threads stall badly when other jobs share the cores).
+``--batched-threads`` (default 1: on 2 cores torch's intra-op threads cost more than they
+gain on tensors this size, ~20k against ~16k steps/s at 256 envs; with
+``OMP_WAIT_POLICY=PASSIVE`` unless set: spinning OpenMP threads stall badly when other
+jobs share the cores).
 
 - ``batched``: ``BatchedPointNavEnv(num_envs)``, one simulator call per batch step
 - ``vecfast``: ``PointNavEnv`` (the same simulator with a batch of one) under
@@ -168,7 +170,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=1.0, help="untimed seconds first")
     parser.add_argument("--gym-async-max", type=int, default=64, help="most envs (= processes) for gym-async")
     parser.add_argument(
-        "--batched-threads", type=int, default=os.cpu_count(), help="torch threads of the batched env (default: all)"
+        "--batched-threads", type=int, default=1, help="torch threads of the batched env (default: 1)"
     )
     parser.add_argument("--scenes", help="scene directory (default: the default set in the user cache)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per measurement")
