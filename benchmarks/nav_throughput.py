@@ -169,9 +169,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per measurement")
     parser.add_argument("--warmup", type=float, default=1.0, help="untimed seconds first")
     parser.add_argument("--gym-async-max", type=int, default=64, help="most envs (= processes) for gym-async")
-    parser.add_argument(
-        "--batched-threads", type=int, default=1, help="torch threads of the batched env (default: 1)"
-    )
+    parser.add_argument("--batched-threads", type=int, default=1, help="torch threads of the batched env (default: 1)")
     parser.add_argument("--scenes", help="scene directory (default: the default set in the user cache)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per measurement")
     parser.add_argument("--json", type=Path, help="also write the results here")
