@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vecfast.heap import keep_freed_heap_memory
 from vecfast.trainers.config import TrainConfig
 
 
@@ -20,8 +21,10 @@ def resolve_device(cfg: TrainConfig) -> torch.device:
 
 
 def setup_torch(cfg: TrainConfig) -> torch.device:
-    """Limit torch's CPU threads (env workers need the cores) and seed every generator."""
+    """Limit torch's CPU threads (env workers need the cores), keep freed heap memory for reuse and seed every
+    generator."""
     torch.set_num_threads(max(1, cfg.torch_threads))
+    keep_freed_heap_memory()
     if cfg.seed is not None:
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)

@@ -16,12 +16,12 @@ clipped to ``max_depth``.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
 from dataclasses import dataclass, replace
 
 import torch
+
+from vecfast.heap import keep_freed_heap_memory
 
 # A packed key orders the boxes of a column by entry depth and carries what shading needs:
 # bits 17-30 entry depth (14 bits over [0, max_depth]), 16 the face (x or y), 7-15 how far
@@ -243,28 +243,6 @@ class BatchRenderer:
             torch.where(on_box, _SHADE_TOP, torch.where(y > 0, _SHADE_CEILING, _SHADE_FLOOR)),
         )
         return (colour * shade[..., None]).to(torch.uint8)
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
-
-
-@functools.cache
-def keep_freed_heap_memory() -> None:
-    """Have glibc's malloc keep freed memory for reuse instead of giving it back to the OS at once.
-
-    A CPU render allocates and frees tens of MiB of temporaries per chunk. With glibc's
-    adaptive defaults blocks that size are mapped anew for every call, or the heap top is
-    trimmed after it, so each step faults its whole working set in again: at 256 envs that
-    was ~1M minor page faults in 3 s against ~57k with fixed thresholds, and half the
-    steps/s. Fixed thresholds (blocks up to 32 MiB from the heap, trim only beyond 256 MiB
-    free) are process-wide; elsewhere than glibc this does nothing.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    mallopt(_M_TRIM_THRESHOLD, 256 << 20)
 
 
 def _cummin_rows(x: torch.Tensor) -> torch.Tensor:
