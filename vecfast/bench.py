@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import importlib.metadata
 import importlib.util
 import itertools
@@ -70,6 +71,14 @@ class BenchConfig:
     def bare_id(self) -> str:
         """The id without its ``module:`` prefix (what other libraries call it)."""
         return self.env_id.rpartition(":")[2]
+
+    @property
+    def spec(self) -> gym.envs.registration.EnvSpec:
+        """The registered spec; the ``module:`` prefix is imported first, as ``gym.make`` does."""
+        module, _, name = self.make_id.rpartition(":")
+        if module:
+            importlib.import_module(module)
+        return gym.spec(name)
 
     def make_env(self) -> gym.Env:
         """One env in this process."""
@@ -177,7 +186,7 @@ def _batched(cfg: BenchConfig) -> contextlib.AbstractContextManager[StepFn]:
 
 
 def _no_vector_entry_point(cfg: BenchConfig) -> str | None:
-    return None if gym.spec(cfg.make_id).vector_entry_point else "env has no vector_entry_point"
+    return None if cfg.spec.vector_entry_point else "env has no vector_entry_point"
 
 
 @contextlib.contextmanager
