@@ -12,6 +12,6 @@ else  # not installed: run it from the checkout
 fi
 
 status=0
-"${vecfast[@]}" bench VizdoomBasic-v1 --num-envs 8 --json "$here/vector_throughput_vizdoom_basic.json" "$@" || status=1
-"${vecfast[@]}" bench CartPole-v1 --num-envs 64 --json "$here/vector_throughput_cartpole.json" "$@" || status=1
+"${vecfast[@]}" bench VizdoomBasic-v1 --num-envs 8 --rounds 3 --json "$here/vector_throughput_vizdoom_basic.json" "$@" || status=1
+"${vecfast[@]}" bench CartPole-v1 --num-envs 64 --rounds 3 --json "$here/vector_throughput_cartpole.json" "$@" || status=1
 exit "$status"

@@ -25,7 +25,7 @@ def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_bench_measures_each_backend_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     only = "single,sync,vecfast,vecfast-async,batched"
-    args = ["CartPole-v1", "--num-envs", "4", "--seconds", "0.3", "--warmup", "0.1", "--only", only]
+    args = ["CartPole-v1", "--num-envs", "4", "--seconds", "0.3", "--warmup", "0.1", "--rounds", "3", "--only", only]
     result = _bench(tmp_path, *args, "--json", str(out))
     assert result.returncode == 0, result.stderr
     rows = {row["backend"]: row for row in json.loads(out.read_text())["results"]}
@@ -34,8 +34,12 @@ def test_bench_measures_each_backend_and_writes_json(tmp_path: Path) -> None:
     for name, row in rows.items():
         assert row["error"] is None, (name, row["error"])
         assert row["steps_per_sec"] > 0, name
+        if name != "physical":  # derived from single's median
+            assert len(row["rounds"]) == 3, name
+            assert row["steps_per_sec"] == sorted(row["rounds"])[1], name
     assert rows["physical"]["steps_per_sec"] == pytest.approx(2 * rows["single"]["steps_per_sec"])
     assert "batched (vector_entry_point)" in result.stdout
+    assert "median of 3 interleaved rounds" in result.stdout
 
 
 def test_batched_backend_is_na_without_vector_entry_point(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -54,6 +55,8 @@ class BenchConfig:
     warmup: float = 1.0
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    rounds: int = 1
+    """Passes over all backends; each backend reports its median over the passes."""
 
     @property
     def make_id(self) -> str:
@@ -364,7 +367,9 @@ BASELINES = {"limit": "physical", "async": "async", "sync": "sync"}
 class BenchReport:
     config: BenchConfig
     steps_per_sec: dict[str, float | None]
-    """Per backend; None where it was n/a or failed."""
+    """Per backend, the median over the rounds; None where it was n/a or failed."""
+    per_round: dict[str, list[float]] = field(default_factory=dict)
+    """Per backend, steps/s of each round, in order."""
     errors: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     """Why a backend could not run here (reported as n/a)."""
@@ -402,6 +407,7 @@ class BenchReport:
                     "backend": name,
                     "label": self.label(name),
                     "steps_per_sec": self.rate(name),
+                    "rounds": self.per_round.get(name, []),
                     **{f"vs_{b}": self.ratio(name, b) for b in BASELINES.values()},
                     "error": self.errors.get(name),
                     "unavailable": self.unavailable.get(name),
@@ -428,7 +434,8 @@ def _host_info() -> dict[str, Any]:
 def render_table(report: BenchReport) -> Table:
     cfg = report.config
     table = Table(
-        title=f"{cfg.env_id}: {cfg.num_envs} envs, {cfg.num_workers} workers, {cfg.seconds:g} s each",
+        title=f"{cfg.env_id}: {cfg.num_envs} envs, {cfg.num_workers} workers, {cfg.seconds:g} s each"
+        + (f", median of {cfg.rounds} interleaved rounds" if cfg.rounds > 1 else ""),
         caption=f"limit = single env x {cfg.num_workers}; async, sync = gymnasium's",
     )
     table.add_column("backend")
@@ -450,16 +457,19 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | None = None) -> BenchReport:
-    """Measure ``backends`` (names from BACKENDS) one after another, with a progress bar.
+    """Measure ``backends`` (names from BACKENDS) one after another, ``cfg.rounds`` times over, with a progress bar.
 
-    A backend that raises is reported as failed instead of losing the others' results.
+    Rounds interleave the backends (A B C, A B C, ...) so that a change in the machine's load
+    during the run shifts every backend's median alike instead of skewing the ratios. A
+    backend that raises is reported as failed (and not run again) instead of losing the
+    others' results.
     """
     unknown = set(backends) - BACKENDS.keys()
     if unknown:
         raise ValueError(f"unknown backends {sorted(unknown)}; choose from {list(BACKENDS)}")
     backends = [name for name in BACKENDS if name in backends]  # same row order in every table
-    report = BenchReport(cfg, {})
-    total = cfg.warmup + cfg.seconds
+    report = BenchReport(cfg, {name: None for name in backends})
+    total = cfg.rounds * (cfg.warmup + cfg.seconds)
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description:<25}"),
@@ -475,25 +485,44 @@ def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | 
         _probe(cfg)
         tasks = {name: progress.add_task(BACKENDS[name].label, total=total, status="[dim]waiting") for name in backends}
         for name, task in tasks.items():
-            backend = BACKENDS[name]
-            report.steps_per_sec[name] = None
-            reason = backend.unavailable(cfg)
+            reason = BACKENDS[name].unavailable(cfg)
             if reason is not None:
                 report.unavailable[name] = reason
                 progress.update(task, completed=total, status=f"[dim]n/a ({reason})")
-                continue
-            progress.update(task, status="starting")
-
-            def on_tick(done: float, rate: float | None, task: Any = task) -> None:
-                status = "warming up" if rate is None else f"{rate:,.0f} steps/s"
-                progress.update(task, completed=done, status=status)
-
-            try:
-                rate = measure(backend, cfg, on_tick)
-            except Exception as exc:  # keep the other backends' results
-                report.errors[name] = f"{type(exc).__name__}: {exc}"
-                progress.update(task, completed=total, status=f"[red]failed: {escape(report.errors[name])}")
-                continue
-            report.steps_per_sec[name] = rate
-            progress.update(task, completed=total, status=f"[green]{rate:,.0f} steps/s")
+        for round_index in range(cfg.rounds):
+            for name, task in tasks.items():
+                if name in report.unavailable or name in report.errors:
+                    continue
+                _measure_round(report, name, task, round_index, progress)
     return report
+
+
+def _measure_round(report: BenchReport, name: str, task: Any, round_index: int, progress: Progress) -> None:
+    cfg = report.config
+    offset = round_index * (cfg.warmup + cfg.seconds)
+    progress.update(task, status="starting")
+
+    def on_tick(done: float, rate: float | None) -> None:
+        status = "warming up" if rate is None else f"{rate:,.0f} steps/s"
+        progress.update(task, completed=offset + done, status=status)
+
+    try:
+        rate = measure(BACKENDS[name], cfg, on_tick)
+    except Exception as exc:  # keep the other backends' results
+        report.errors[name] = f"{type(exc).__name__}: {exc}"
+        report.steps_per_sec[name] = None
+        progress.update(
+            task,
+            completed=cfg.rounds * (cfg.warmup + cfg.seconds),
+            status=f"[red]failed: {escape(report.errors[name])}",
+        )
+        return
+    rates = report.per_round.setdefault(name, [])
+    rates.append(rate)
+    report.steps_per_sec[name] = statistics.median(rates)
+    done = "" if len(rates) == cfg.rounds else f" (round {len(rates)}/{cfg.rounds})"
+    progress.update(
+        task,
+        completed=offset + cfg.warmup + cfg.seconds,
+        status=f"[green]{report.steps_per_sec[name]:,.0f} steps/s{done}",
+    )

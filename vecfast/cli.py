@@ -58,6 +58,12 @@ def _add_bench(subparsers: Any) -> None:
         default=1.0,
         help="untimed seconds per backend first (default 1)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=_positive(int),
+        default=1,
+        help="passes over all backends, interleaved; each reports its median (default 1)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions (default 0)")
     parser.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gymnasium.make")
     parser.add_argument("--only", type=_csv, metavar="A,B", help=f"backends to run, from: {','.join(BACKENDS)}")
@@ -86,6 +92,7 @@ def _bench(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         seed=args.seed,
         env_kwargs=args.env_kwargs,
+        rounds=args.rounds,
     )
     # Every backend runs OpenCV and torch on one thread per process, as vecfast's workers do,
     # so the physical limit and the peers are measured under the same setting; the variables
