@@ -222,6 +222,28 @@ def test_vector_env_runs_matches_in_shared_workers(process_guard: Any) -> None:
     assert games() == []
 
 
+@pytest.mark.parametrize(("module", "num_bots"), [(doom_duel_v0, 1), (doom_deathmatch_v0, 3)])
+def test_built_in_bots_join_networked_matches(module: Any, num_bots: int, process_guard: Any) -> None:
+    """The host adds the bots; the match plays to its end and the next one has them again."""
+    env = module.vector_env(1, num_agents=2, num_bots=num_bots, timelimit_minutes=SHORT)
+    process_guard.watch(descendants())
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        ends = []
+        for t in range(60):  # one match (52-53 steps), its reset step, and a few steps of the next
+            _, _, _, truncated, infos = env.step(env.action_space.sample())
+            if t in (1, 58):
+                assert env.call("player_count")[0] == 2 + num_bots  # as the host sees it
+            if truncated.any():
+                assert truncated.all() and "match_restarted" not in infos
+                ends.append(t)
+        assert len(ends) == 1
+    finally:
+        env.close()
+    assert games() == []
+
+
 def test_vector_env_starts_all_matches_again_when_a_game_dies(process_guard: Any) -> None:
     env = doom_duel_v0.vector_env(2, timelimit_minutes=1.0, timeout=5.0)
     process_guard.watch(descendants())

@@ -50,12 +50,15 @@ class DoomPlayerEnv(DoomFullGameEnv):
     the host. ``connect_timeout``: seconds the games wait for each other.
     """
 
-    def __init__(self, player: int, num_players: int, port: int, *, connect_timeout: float = 20.0, **kwargs) -> None:
+    def __init__(
+        self, player: int, num_players: int, port: int, *, num_bots: int = 0, connect_timeout: float = 20.0, **kwargs
+    ) -> None:
         self.player = player
         self.num_players = num_players
         self.port = port
         self.connect_timeout = connect_timeout
-        super().__init__(num_bots=0, **kwargs)
+        # The host adds the match's bots; they join every player's game through the network.
+        super().__init__(num_bots=num_bots if player == 0 else 0, **kwargs)
 
     def game_args(self) -> str:
         if self.player == 0:
@@ -64,6 +67,10 @@ class DoomPlayerEnv(DoomFullGameEnv):
         else:
             args = f"-join 127.0.0.1:{self.port}"
         return f"{args} +name player_{self.player} +viz_connect_timeout {self.connect_timeout:g}"
+
+    def respawn_delay(self) -> int:
+        """One second with bots: a network game with bots and no respawn delay crashes (VizDoom 1.3.2 segfaults)."""
+        return 1 if self.num_bots else 0
 
     def respawn_if_dead(self) -> bool:
         """Never: the host's forced respawn (``+sv_forcerespawn``) brings dead players back.
@@ -96,9 +103,9 @@ def start_match(reset: Callable[[bool], T], restart: Callable[[], None], max_att
 class DoomMatch(ParallelEnv):
     """A deathmatch between ``num_agents`` learning agents (``player_0`` hosts).
 
-    ``num_bots`` > 0 (built-in bots) is not supported yet: VizDoom crashes adding bots to a
-    network game. Each agent's observation and action space are those of the single-player full-game
-    env; rewards use its shaping (``reward_shaping``) per agent. Players respawn, so agents
+    ``num_bots`` built-in bots join the match (the host adds them at the start of each
+    match). Each agent's observation and action space are those of the single-player
+    full-game env; rewards use its shaping (``reward_shaping``) per agent. Players respawn, so agents
     never terminate: all are truncated at ``timelimit_minutes``. ``infos[agent]`` carries the
     raw figures (frags, deaths, damage dealt and taken, hits) every step and, at the end of
     a match, ``"outcome"``: ``"win"`` (most frags alone), ``"draw"`` (most frags, tied) or
@@ -129,11 +136,8 @@ class DoomMatch(ParallelEnv):
     ) -> None:
         if num_agents < 1:
             raise ValueError(f"num_agents must be >= 1, got {num_agents}")
-        if num_bots:
-            raise NotImplementedError(
-                "built-in bots in networked matches: VizDoom 1.3.2's games crash on 'addbot' in a network game "
-                "(and ignore +addbot at start-up); use DoomDuelBots-v0/DoomDeathmatchBots-v0 to play bots"
-            )
+        if num_bots < 0:
+            raise ValueError(f"num_bots must be >= 0, got {num_bots}")
         self.possible_agents = [f"player_{i}" for i in range(num_agents)]
         self.agents: list[str] = []
         self.metadata = {**DoomMatch.metadata, "name": name}
@@ -143,6 +147,7 @@ class DoomMatch(ParallelEnv):
         self.restarts = 0  # matches torn down and started again
         self._game_kwargs = {
             "wad": wad,
+            "num_bots": num_bots,
             "frame_skip": frame_skip,
             "timelimit_minutes": timelimit_minutes,
             "resolution": resolution,

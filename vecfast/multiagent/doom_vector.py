@@ -45,8 +45,9 @@ class DoomMatchesVectorEnv(VectorEnv):
             default ``num_agents`` (one worker per player position).
         timeout, max_start_attempts: as for :class:`~vecfast.multiagent.doom_match.DoomMatch`.
         spin_us: as for :class:`~vecfast.vector.AsyncSharedMemVectorEnv`.
-        game_kwargs: ``frame_skip``, ``timelimit_minutes``, ``resolution``, ``reward_shaping``,
-            ``render_mode`` of every player's :class:`~vecfast.envs.doom.DoomFullGameEnv`.
+        game_kwargs: ``num_bots`` (built-in bots per match), ``frame_skip``, ``timelimit_minutes``,
+            ``resolution``, ``reward_shaping``, ``render_mode`` of every player's
+            :class:`~vecfast.envs.doom.DoomFullGameEnv`.
     """
 
     def __init__(

@@ -57,11 +57,11 @@ DEFAULT_REWARD_SHAPING: dict[str, float] = {
 }
 
 # The deathmatch rules of a full game, as VizDoom arguments (the host's hold for a whole
-# networked match): players respawn at once, protected and away from the others; no
+# networked match): players respawn (after respawn_delay() s), protected and away from the others; no
 # autoaim, no crouching.
 MATCH_RULES = (
     "-deathmatch +timelimit {timelimit_minutes} +sv_forcerespawn 1 +sv_noautoaim 1 "
-    "+sv_respawnprotect 1 +sv_spawnfarthest 1 +sv_nocrouch 1 +viz_respawn_delay 0"
+    "+sv_respawnprotect 1 +sv_spawnfarthest 1 +sv_nocrouch 1 +viz_respawn_delay {respawn_delay}"
 )
 
 # The HUD: health, armor, selected weapon and its ammo, weapons owned, ammo per type, frags.
@@ -101,8 +101,8 @@ class DoomFullGameEnv(DoomEnvBase):
         if timelimit_minutes <= 0:
             raise ValueError(f"timelimit_minutes must be positive, got {timelimit_minutes}")
         super().__init__(wad, frame_skip, resolution, render_mode)
-        self.match_rules = MATCH_RULES.format(timelimit_minutes=timelimit_minutes)
         self.num_bots = num_bots
+        self.match_rules = MATCH_RULES.format(timelimit_minutes=timelimit_minutes, respawn_delay=self.respawn_delay())
         self.weapon_switch_window = weapon_switch_window
         self.reward_shaping = dict(DEFAULT_REWARD_SHAPING)
         self.set_reward_shaping(reward_shaping or {})
@@ -126,6 +126,10 @@ class DoomFullGameEnv(DoomEnvBase):
         """VizDoom's arguments for this env's game: host a match of one player under ``match_rules``."""
         return f"-host 1 {self.match_rules}"
 
+    def respawn_delay(self) -> int:
+        """Seconds a dead player waits before the forced respawn."""
+        return 0
+
     def respawn_if_dead(self) -> bool:
         """Bring a dead player back at once; whether it was dead.
 
@@ -135,6 +139,10 @@ class DoomFullGameEnv(DoomEnvBase):
             return False
         self.game.respawn_player()
         return True
+
+    def player_count(self) -> int:
+        """Players in this game as it sees them, built-in bots included."""
+        return int(self.game.get_game_variable(vzd.GameVariable.PLAYER_COUNT))
 
     def set_reward_shaping(self, coefficients: dict[str, float]) -> None:
         unknown = set(coefficients) - set(DEFAULT_REWARD_SHAPING)
