@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import os
 import tempfile
 
 import psutil
 
-from vecfast.bench import BACKENDS, BenchConfig, default_num_workers, run_for
+from vecfast.bench import BACKENDS, BenchConfig, default_num_workers, process_cpu_seconds, run_for
 
 
 def _role(proc: psutil.Process, owner: int) -> str:
@@ -33,26 +32,24 @@ def _role(proc: psutil.Process, owner: int) -> str:
     return "python workers" if name.startswith("python") else name
 
 
-def _cpu(proc: psutil.Process) -> float:
-    with contextlib.suppress(psutil.Error):
-        times = proc.cpu_times()
-        return times.user + times.system
-    return 0.0
-
-
 def profile(name: str, cfg: BenchConfig) -> tuple[float, dict[str, float], float]:
     """(steps/s, CPU us per step by role, cores busy) of one backend."""
     owner = os.getpid()
     with BACKENDS[name].run(cfg) as step:
         run_for(step, cfg.warmup)
         procs = [psutil.Process(owner), *psutil.Process(owner).children(recursive=True)]
-        before = [_cpu(proc) for proc in procs]
+        before = [process_cpu_seconds(proc) for proc in procs]
         steps, elapsed = run_for(step, cfg.seconds)
         per_role: dict[str, float] = collections.Counter()
         for proc, start in zip(procs, before, strict=True):
-            per_role[_role(proc, owner)] += _cpu(proc) - start
+            per_role[_role(proc, owner)] += process_cpu_seconds(proc) - start
     us = {role: seconds / steps * 1e6 for role, seconds in per_role.items()}
     return steps / elapsed, us, sum(per_role.values()) / elapsed
+
+
+def _us(value: float) -> str:
+    """Microseconds, with a decimal where they are few (a CartPole step is ~6 us)."""
+    return f"{value:.1f}" if value < 100 else f"{value:,.0f}"
 
 
 def main() -> int:
@@ -77,8 +74,8 @@ def main() -> int:
     print("| --- | ---: | " + " | ".join("---:" for _ in roles) + " | ---: | ---: | ---: |")
     for name, rate, us, cores in rows:
         total = sum(us.values())
-        cells = " | ".join(f"{us.get(r, 0.0):,.0f}" for r in roles)
-        print(f"| {BACKENDS[name].label} | {rate:,.0f} | {cells} | {total:,.0f} | {total / base:.2f}x | {cores:.2f} |")
+        cells = " | ".join(_us(us.get(r, 0.0)) for r in roles)
+        print(f"| {BACKENDS[name].label} | {rate:,.0f} | {cells} | {_us(total)} | {total / base:.2f}x | {cores:.2f} |")
     return 0
 
 

@@ -59,6 +59,11 @@ class BenchConfig:
     """Passes over all backends; each backend reports its median over the passes."""
 
     @property
+    def seconds_per_backend(self) -> float:
+        """Warm-up and timed seconds of one backend over all rounds (its progress bar's length)."""
+        return self.rounds * (self.warmup + self.seconds)
+
+    @property
     def make_id(self) -> str:
         """The id for ``gym.make``, qualified so that it also resolves in spawned workers.
 
@@ -299,17 +304,19 @@ def run_for(
 
 def cpu_seconds(procs: Iterable[psutil.Process]) -> float:
     """User plus system CPU time of this process and ``procs`` (its workers, listed before the
-    timing starts so that both readings cover the same processes; one that is gone counts 0).
+    timing starts so that both readings cover the same processes).
 
     CPU time per step stays meaningful where wall-time rates suffer from other jobs on the machine.
     """
-    own = psutil.Process().cpu_times()
-    total = own.user + own.system
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            times = proc.cpu_times()
-            total += times.user + times.system
-    return total
+    return process_cpu_seconds(psutil.Process()) + sum(map(process_cpu_seconds, procs))
+
+
+def process_cpu_seconds(proc: psutil.Process) -> float:
+    """User plus system CPU time of one process; 0 for one that is gone."""
+    with contextlib.suppress(psutil.Error):
+        times = proc.cpu_times()
+        return times.user + times.system
+    return 0.0
 
 
 def measure(
@@ -366,10 +373,10 @@ BASELINES = {"limit": "physical", "async": "async", "sync": "sync"}
 @dataclass
 class BenchReport:
     config: BenchConfig
-    steps_per_sec: dict[str, float | None]
-    """Per backend, the median over the rounds; None where it was n/a or failed."""
+    backends: list[str]
+    """Measured backends, in table order."""
     per_round: dict[str, list[float]] = field(default_factory=dict)
-    """Per backend, steps/s of each round, in order."""
+    """Per backend, steps/s of each round, in order; its rate is their median."""
     errors: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     """Why a backend could not run here (reported as n/a)."""
@@ -377,10 +384,12 @@ class BenchReport:
     """Taken when the run starts: ``cpu_busy_pct`` says whether others competed for the CPUs."""
 
     def rate(self, name: str) -> float | None:
+        """Median steps/s over the rounds; None where the backend was n/a or failed."""
         if name == "physical":
-            single = self.steps_per_sec.get("single")
+            single = self.rate("single")
             return None if single is None else single * self.config.num_workers
-        return self.steps_per_sec.get(name)
+        rates = self.per_round.get(name)
+        return None if not rates or name in self.errors else statistics.median(rates)
 
     def ratio(self, name: str, baseline: str) -> float | None:
         rate, base = self.rate(name), self.rate(baseline)
@@ -388,7 +397,7 @@ class BenchReport:
 
     def rows(self) -> list[str]:
         """Backends in table order, with the derived physical limit after the single env."""
-        names = list(self.steps_per_sec)
+        names = list(self.backends)
         if "single" in names:
             names.insert(names.index("single") + 1, "physical")
         return names
@@ -468,8 +477,8 @@ def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | 
     if unknown:
         raise ValueError(f"unknown backends {sorted(unknown)}; choose from {list(BACKENDS)}")
     backends = [name for name in BACKENDS if name in backends]  # same row order in every table
-    report = BenchReport(cfg, {name: None for name in backends})
-    total = cfg.rounds * (cfg.warmup + cfg.seconds)
+    report = BenchReport(cfg, backends)
+    total = cfg.seconds_per_backend
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description:<25}"),
@@ -510,19 +519,15 @@ def _measure_round(report: BenchReport, name: str, task: Any, round_index: int, 
         rate = measure(BACKENDS[name], cfg, on_tick)
     except Exception as exc:  # keep the other backends' results
         report.errors[name] = f"{type(exc).__name__}: {exc}"
-        report.steps_per_sec[name] = None
         progress.update(
             task,
-            completed=cfg.rounds * (cfg.warmup + cfg.seconds),
+            completed=cfg.seconds_per_backend,
             status=f"[red]failed: {escape(report.errors[name])}",
         )
         return
     rates = report.per_round.setdefault(name, [])
     rates.append(rate)
-    report.steps_per_sec[name] = statistics.median(rates)
     done = "" if len(rates) == cfg.rounds else f" (round {len(rates)}/{cfg.rounds})"
     progress.update(
-        task,
-        completed=offset + cfg.warmup + cfg.seconds,
-        status=f"[green]{report.steps_per_sec[name]:,.0f} steps/s{done}",
+        task, completed=offset + cfg.warmup + cfg.seconds, status=f"[green]{report.rate(name):,.0f} steps/s{done}"
     )

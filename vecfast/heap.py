@@ -16,7 +16,7 @@ def keep_freed_heap_memory() -> None:
     glibc's adaptive defaults blocks of a few MiB are mapped anew for each call, or the heap
     top is trimmed after it, so every call faults its working set in again: the batched nav
     renderer took ~6,600 minor page faults per step at 256 envs (~50 with fixed thresholds)
-    and ran at half speed, and APPO trained ~6% slower. Fixed thresholds (blocks up to
+    and ran at half speed; an APPO run's main process took 4x the page faults. Fixed thresholds (blocks up to
     32 MiB from the heap, trim only beyond 256 MiB free) apply to the whole process; off
     glibc this does nothing.
     """
