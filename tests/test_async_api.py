@@ -197,7 +197,7 @@ def test_step_while_async_batches_pending_raises(make_async):
 
 
 def test_send_rejects_bad_env_ids_and_actions(make_async):
-    vec = make_async(env_fns(4, "discrete"), num_workers=2, batch_size=2)
+    vec = make_async(env_fns(4, "discrete"), num_workers=2, batch_size=2, check_actions=True)
     vec.async_reset(seed=0)
     ids = vec.recv()[4]["env_id"]
     for bad in ([], [0, 0], [4], [-1], [[0, 1]], [0.5, 1.0]):

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from envs_for_tests import env_fns, faulty_env_fns, make_env
 from gymnasium.error import ClosedEnvironmentError
-from helpers import describe, wait_gone
+from helpers import assert_tree_equal, describe, wait_gone
 
 from vecfast import AsyncSharedMemVectorEnv
 from vecfast.vector import EnvError, InvalidActionError
@@ -25,7 +25,7 @@ NUM_WORKERS = 2
 
 
 def worker_processes(vec):
-    return [psutil.Process(w.process.pid) for w in vec._workers]
+    return [psutil.Process(pid) for pid in vec.worker_pids]
 
 
 @pytest.mark.timeout(30)
@@ -74,7 +74,7 @@ def test_env_is_usable_after_an_env_error_and_reset(make_async):
     procs = worker_processes(vec)
     vec.close()
     assert wait_gone(procs, timeout=5) == []
-    assert [p.exitcode for p in (w.process for w in vec._workers)] == [0, 0]  # closed, not killed
+    assert [p.exitcode for p in vec.processes] == [0, 0]  # closed, not killed
 
 
 @pytest.mark.timeout(30)
@@ -221,7 +221,7 @@ def vec_by_kind():
     envs = {
         # No episode ends: every step() calls every env's step() and bumps its step_count.
         kind: AsyncSharedMemVectorEnv(
-            env_fns(NUM_ENVS, kind, terminate_prob=0.0, time_limit=False), num_workers=NUM_WORKERS
+            env_fns(NUM_ENVS, kind, terminate_prob=0.0, time_limit=False), num_workers=NUM_WORKERS, check_actions=True
         )
         for kind in kinds
     }
@@ -248,8 +248,29 @@ def test_invalid_actions_raise_before_any_env_steps(vec_by_kind, kind, descripti
     assert vec.get_attr("step_count") == tuple(c + 1 for c in counts)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("kind", "description"), BAD_ACTION_CASES)
+def test_by_default_bad_actions_behave_as_in_gymnasium(make_async, make_sync, kind, description):
+    """Without check_actions the envs get what the caller passed: the same outcome as SyncVectorEnv."""
+    bad = dict(_bad_actions(kind))[description]
+    fns = env_fns(NUM_ENVS, kind, terminate_prob=0.0, time_limit=False)
+    outcomes = []
+    for vec in (make_sync(fns), make_async(fns, num_workers=NUM_WORKERS)):
+        vec.reset(seed=0)
+        try:
+            outcomes.append(vec.step(bad))
+        except Exception as exc:
+            outcomes.append(exc)
+    reference, ours = outcomes
+    if isinstance(reference, Exception):
+        assert isinstance(ours, type(reference)), f"gymnasium raised {reference!r}, vecfast {ours!r}"
+    else:
+        assert not isinstance(ours, Exception), f"gymnasium stepped, vecfast raised {ours!r}"
+        assert_tree_equal(ours, reference, description)
+
+
 def test_invalid_action_error_names_the_env(make_async):
-    vec = make_async(env_fns(NUM_ENVS, "discrete"), num_workers=NUM_WORKERS)
+    vec = make_async(env_fns(NUM_ENVS, "discrete"), num_workers=NUM_WORKERS, check_actions=True)
     vec.reset(seed=0)
     with pytest.raises(InvalidActionError, match=r"env\(s\) \[2\]"):
         vec.step(np.array([1, 1, 9, 1, 1]))
@@ -326,17 +347,3 @@ def test_no_env_fns_raises_value_error(process_guard):
     with pytest.raises(ValueError):
         AsyncSharedMemVectorEnv([])
     assert process_guard.new_descendants() == []
-
-
-def test_unsupported_observation_space_raises_type_error(process_guard):
-    from gymnasium import spaces
-
-    def make_text_env():
-        env = make_env("box_f32", 0)
-        env.unwrapped.observation_space = spaces.Text(5)
-        env.observation_space = spaces.Text(5)
-        return env
-
-    with pytest.raises(TypeError, match="shared memory"):
-        AsyncSharedMemVectorEnv([make_text_env, make_text_env], num_workers=1)
-    assert wait_gone(process_guard.new_descendants(), timeout=5) == []

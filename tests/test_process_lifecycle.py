@@ -37,8 +37,8 @@ ACTIONS = np.zeros((NUM_ENVS, 2), np.float32)
 def all_descendants(vec) -> list[psutil.Process]:
     """The vector env's workers and every process they started."""
     procs = []
-    for w in vec._workers:
-        proc = psutil.Process(w.process.pid)
+    for pid in vec.worker_pids:
+        proc = psutil.Process(pid)
         procs += [proc, *proc.children(recursive=True)]
     return procs
 
@@ -58,7 +58,7 @@ def test_sigkilled_worker_is_detected(make_async, during):
     vec.reset(seed=0)
     procs = all_descendants(vec)
     assert len(procs) == NUM_WORKERS + NUM_ENVS  # each env owns one `sleep` child
-    victim = vec._workers[1].process
+    victim = vec.processes[1]
     os.kill(victim.pid, signal.SIGKILL)
     assert_all_gone([psutil.Process(victim.pid)])  # dead (a zombie) before the vector env is used
 
@@ -88,7 +88,7 @@ def test_calls_after_a_worker_died_raise_instead_of_hanging(make_async):
     vec = make_async(env_fns(NUM_ENVS), num_workers=NUM_WORKERS)
     vec.reset(seed=0)
     procs = all_descendants(vec)
-    os.kill(vec._workers[0].process.pid, signal.SIGKILL)
+    os.kill(vec.worker_pids[0], signal.SIGKILL)
     with pytest.raises(WorkerDiedError):
         vec.step(ACTIONS)
     for call in (lambda: vec.step(ACTIONS), lambda: vec.reset(seed=0), lambda: vec.get_attr("index")):
@@ -121,7 +121,7 @@ def test_close_after_an_undetected_worker_death(make_async):
     vec = make_async(env_fns(NUM_ENVS, child_process=True), num_workers=NUM_WORKERS)
     vec.reset(seed=0)
     procs = all_descendants(vec)
-    os.kill(vec._workers[0].process.pid, signal.SIGKILL)
+    os.kill(vec.worker_pids[0], signal.SIGKILL)
     vec.close()
     assert_all_gone(procs)
 
@@ -136,7 +136,7 @@ def test_close_releases_every_process(make_async):
     assert children <= {p.pid for p in procs} and len(children) == NUM_ENVS
     vec.close()
     assert_all_gone(procs)
-    assert [w.process.exitcode for w in vec._workers] == [0] * NUM_WORKERS  # they closed, nobody killed them
+    assert [p.exitcode for p in vec.processes] == [0] * NUM_WORKERS  # they closed, nobody killed them
 
 
 def _vizdoom_basic():
@@ -158,7 +158,7 @@ def test_sigkilled_vizdoom_worker_leaves_no_game_and_no_shm_after_close(make_asy
     assert len(games) == 4
     ours = shm_files_used_by(procs)
     try:
-        os.kill(vec._workers[0].process.pid, signal.SIGKILL)
+        os.kill(vec.worker_pids[0], signal.SIGKILL)
         with pytest.raises(WorkerDiedError):
             vec.step(np.zeros(4, np.int64))
         vec.close()

@@ -28,7 +28,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from vecfast.vector.shared_buffers import make_row_reader, make_row_writer
+from vecfast.vector.shared_buffers import space_buffer
 
 if TYPE_CHECKING:
     from pettingzoo import ParallelEnv
@@ -81,7 +81,7 @@ class MatchEnv(gym.Env):
         self.render_mode = getattr(env, "render_mode", None)
 
         self._agent_obs = create_empty_array(self.agent_observation_space, n)
-        self._write_agent_obs = make_row_writer(self._agent_obs)
+        self._write_agent_obs = space_buffer(self.agent_observation_space, self._agent_obs).write
         self._reward = np.zeros(n, np.float64)
         self._terminated = np.zeros(n, np.int8)
         self._truncated = np.zeros(n, np.int8)
@@ -116,7 +116,7 @@ class MatchEnv(gym.Env):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         live = self._live
-        read_action = make_row_reader(action)
+        read_action = space_buffer(self.agent_action_space, action).read_row
         agents = self.possible_agents
         actions = {agent: read_action(i) for i, agent in enumerate(agents) if live[i]}
         observations, rewards, terminations, truncations, infos = self.parallel_env.step(actions)

@@ -2,97 +2,59 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
-import signal
 import time
-import weakref
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
-from multiprocessing.reduction import send_handle
-from multiprocessing.synchronize import Semaphore
 from typing import Any
 
 import numpy as np
-from gymnasium import Env, Space
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError
+from gymnasium import Env, Space, logger
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import CloudpickleWrapper, batch_differing_spaces, batch_space
+from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from vecfast.vector.action_check import check_action_batch, check_reset_mask
-from vecfast.vector.errors import EnvError, StepTimeoutError, WorkerDiedError
-from vecfast.vector.process_cleanup import kill_group
-from vecfast.vector.protocol import EnvStatus, Job, add_control_arrays
+from vecfast.vector.env_table import EnvTable, Phase
+from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport
+from vecfast.vector.protocol import EnvStatus, Job, JobRing, reserve_result_arrays
 from vecfast.vector.shared_buffers import (
     ArenaLayout,
+    PickledBuffer,
     SharedArena,
-    assign_tree,
-    check_supported_space,
-    map_tree,
+    SpaceBuffer,
+    fits_shared_memory,
+    space_buffer,
 )
-from vecfast.vector.worker import run_worker
+from vecfast.vector.worker_pool import LIVENESS_SECONDS, WorkerPool
 
-_LIVENESS_SECONDS = 0.1  # how often a blocked wait checks that workers are alive
-_READY = int(EnvStatus.READY)
+_BUSY_CLOSE_GRACE = 1.0  # seconds close() waits for envs still inside an abandoned call
 
 
 @dataclass
-class _WorkerHandle:
-    index: int
-    process: BaseProcess
-    conn: Connection
-    cmd_sem: Semaphore
-    offset: int
-    size: int
-    groups: list[np.ndarray]  # local env indices of each double-buffer group
-    head: int = 0
+class _PendingCall:
+    """A gymnasium-style call started by ``*_async`` and not yet collected by ``*_wait``."""
 
-    @property
-    def all_local(self) -> list[np.ndarray]:
-        return [np.arange(self.size)]
-
-    @property
-    def env_range(self) -> str:
-        return f"envs {self.offset}-{self.offset + self.size - 1}"
-
-    def death_note(self) -> str:
-        code = self.process.exitcode
-        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        return f"worker {self.index} (pid {self.process.pid}, {self.env_range}) died with {how}"
-
-
-def _shutdown(workers: list[_WorkerHandle], ring_code: np.ndarray, timeout: float, graceful: bool) -> None:
-    """Stop workers (gracefully if asked and possible), then kill whatever is left of their groups."""
-    if graceful:
-        for w in workers:
-            if w.process.is_alive():
-                ring_code[w.index, w.head % ring_code.shape[1]] = Job.CLOSE
-                w.head += 1
-                w.cmd_sem.release()
-        deadline = time.monotonic() + timeout
-        for w in workers:
-            w.process.join(max(0.0, deadline - time.monotonic()))
-    for w in workers:
-        if w.process.is_alive():  # it may not lead its group yet if it is still starting
-            w.process.kill()
-        # The worker led its own process group: this also reaches simulators it started,
-        # even when the worker itself already died and they were re-parented.
-        kill_group(w.process.pid)
-        w.process.join(1.0)
-        w.conn.close()
+    name: str  # "reset", "step" or "call", as gymnasium's AsyncState names them
+    ids: np.ndarray  # the envs it runs on
+    replies: dict[int, ControlReply] = field(default_factory=dict)  # call: worker -> reply, as they arrive
 
 
 class AsyncSharedMemVectorEnv(VectorEnv):
     """Vectorised env with ``num_workers`` processes, each stepping several envs in turn.
 
-    A drop-in for :class:`gymnasium.vector.AsyncVectorEnv`: same spaces, seeding,
-    autoreset modes and infos (bit-identical to :class:`~gymnasium.vector.SyncVectorEnv`
-    for the same seeds and actions). Observations, actions, rewards and flags live in
-    one shared-memory arena; per step only a job mask and a semaphore post cross
-    process boundaries.
+    A drop-in for :class:`gymnasium.vector.AsyncVectorEnv`: the same constructor, spaces,
+    seeding, autoreset modes, infos and split API (``reset_async``/``reset_wait``,
+    ``step_async``/``step_wait``, ``call_async``/``call_wait`` with gymnasium's errors),
+    and the results of :class:`~gymnasium.vector.SyncVectorEnv` for the same seeds and
+    actions. Observations of fixed-size spaces, actions, rewards and flags live in one
+    shared-memory arena; per step only a job mask and a semaphore post cross process
+    boundaries. An env's exception is raised as its own type (and as
+    :class:`~vecfast.vector.EnvError`, naming the env and carrying its traceback).
 
     Besides ``step`` it offers EnvPool's asynchronous API: :meth:`async_reset`, then
     :meth:`recv` (the first ``batch_size`` envs to finish, ``info["env_id"]`` says which)
@@ -101,264 +63,288 @@ class AsyncSharedMemVectorEnv(VectorEnv):
     ``batch_size=num_envs // 2`` one half steps while the caller computes actions for
     the other, as in Sample Factory's double-buffered sampling.
 
+    Spaces: Box, Discrete, MultiDiscrete, MultiBinary, Text and OneOf (nested in Dict
+    and Tuple) live in shared memory. Graph, Sequence and custom spaces, or every space
+    with ``shared_memory=False``, travel pickled through the worker's pipe: one message
+    per env per step, which costs tens of microseconds plus the pickling of the value.
+    Actions go through shared memory when their values fit the action space's dtype
+    exactly, else pickled, so the env receives what the caller passed, as with gymnasium.
+
     Args:
         env_fns: functions that create the envs (pickled with cloudpickle).
+        shared_memory: keep observations in shared memory where their space allows it.
         copy: return copies of the observations (else views that the next step overwrites).
         context: multiprocessing start method (``None``: the platform default).
         daemon: start workers as daemon processes.
+        worker: gymnasium's custom worker function; vecfast's workers cannot run one.
         observation_mode: ``"same"``, ``"different"`` or ``(batched, single)`` spaces, as in gymnasium.
         autoreset_mode: gymnasium's :class:`~gymnasium.vector.AutoresetMode`.
+        max_concurrency: the most envs stepping at once; vecfast's workers step their envs
+            one after another, so this caps ``num_workers``.
         num_workers: worker processes; default ``min(os.cpu_count(), num_envs)``.
         double_buffered: split each worker's envs into two groups (see above).
         batch_size: envs returned by :meth:`recv`; default ``num_envs``.
-        step_timeout: seconds to wait for envs before :class:`StepTimeoutError` names the
-            env that hangs; ``None`` waits forever (dead workers are still detected).
+        step_timeout: seconds to wait for envs before :class:`~vecfast.vector.StepTimeoutError`
+            names the env that hangs; ``None`` waits forever (dead workers are still detected).
         spin_us: microseconds a worker polls for its next job before it sleeps: polling
             saves the wake-up latency when the owner answers quickly, sleeping keeps an
             idle vector env off the CPU.
         close_timeout: seconds ``close`` waits for workers to close their envs before
             killing them.
+        check_actions: also check that actions lie in the action space (bounds,
+            integer values, no NaN) before any env steps, raising
+            :class:`~vecfast.vector.InvalidActionError`; by default, as gymnasium, the
+            env gets whatever the caller passed.
     """
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], Env]],
-        *,
+        shared_memory: bool = True,
         copy: bool = True,
         context: str | None = None,
         daemon: bool = True,
+        worker: Callable[..., None] | None = None,
         observation_mode: str | tuple[Space, Space] = "same",
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        max_concurrency: int | None = None,
+        *,
         num_workers: int | None = None,
         double_buffered: bool = True,
         batch_size: int | None = None,
         step_timeout: float | None = None,
         spin_us: float = 200.0,
         close_timeout: float = 10.0,
+        check_actions: bool = False,
     ) -> None:
+        if worker is not None:
+            raise ValueError(
+                "AsyncSharedMemVectorEnv runs several envs per worker process with its own worker loop; "
+                "a custom gymnasium `worker` function cannot run in it (use gymnasium.vector.AsyncVectorEnv)"
+            )
+        self.env_fns = env_fns
         self.num_envs = num_envs = len(env_fns)
         if num_envs == 0:
             raise ValueError("env_fns is empty: a vector env needs at least one env")
-        num_workers = min(os.cpu_count() or 1, num_envs) if num_workers is None else num_workers
-        if not 1 <= num_workers <= num_envs:
-            raise ValueError(f"num_workers must be in [1, num_envs={num_envs}], got {num_workers}")
+        if max_concurrency is not None and (not isinstance(max_concurrency, (int, np.integer)) or max_concurrency < 1):
+            raise ValueError(f"`max_concurrency` must be a positive integer or None, got {max_concurrency!r}.")
+        most = min(os.cpu_count() or 1, num_envs, max_concurrency or num_envs)
+        num_workers = most if num_workers is None else num_workers
+        if not 1 <= num_workers <= min(num_envs, max_concurrency or num_envs):
+            cap = "" if max_concurrency is None else f" and max_concurrency={max_concurrency}"
+            raise ValueError(f"num_workers must be in [1, num_envs={num_envs}{cap}], got {num_workers}")
         self.batch_size = num_envs if batch_size is None else batch_size
         if not 1 <= self.batch_size <= num_envs:
             raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
         if step_timeout is not None and step_timeout <= 0:
             raise ValueError(f"step_timeout must be positive or None, got {step_timeout}")
-        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        if isinstance(observation_mode, tuple):
+            if len(observation_mode) != 2 or not all(isinstance(s, Space) for s in observation_mode):
+                raise TypeError(f"observation_mode as a tuple must be (batched, single) Spaces, got {observation_mode}")
+        elif observation_mode not in ("same", "different"):
+            raise ValueError(
+                "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
+                f"observation space, actual got {observation_mode}"
+            )
+        self.shared_memory = shared_memory
         self.copy = copy
+        self.context = context
+        self.daemon = daemon
+        self.observation_mode = observation_mode
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.max_concurrency = max_concurrency
         self.num_workers = num_workers
         self.double_buffered = double_buffered
         self.step_timeout = step_timeout
         self.close_timeout = close_timeout
-        self._spin_seconds = spin_us * 1e-6
+        self.check_actions = check_actions
 
-        ctx = mp.get_context(context)
-        self._ready_sem = ctx.Semaphore(0)
-        # Jobs of one step()/reset() count down on this semaphore; only the last to finish
-        # wakes the owner, so a step costs one wake-up, not one per worker.
-        self._countdown = ctx.Semaphore(0)
-        self._workers: list[_WorkerHandle] = []
-        self._ring_code = np.zeros((num_workers, 1), np.int32)  # replaced once the arena exists
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._ring_code, close_timeout, False)
-        sizes = [num_envs // num_workers + (w < num_envs % num_workers) for w in range(num_workers)]
-        offset = 0
-        for w, size in enumerate(sizes):
-            parent_conn, child_conn = ctx.Pipe()
-            cmd_sem = ctx.Semaphore(0)
-            fns = [CloudpickleWrapper(fn) for fn in env_fns[offset : offset + size]]
-            process = ctx.Process(
-                target=run_worker,
-                name=f"vecfast-worker-{w}",
-                args=(
-                    w,
-                    fns,
-                    offset,
-                    child_conn,
-                    cmd_sem,
-                    self._ready_sem,
-                    self._countdown,
-                    os.getpid(),
-                    self.autoreset_mode,
-                    self._spin_seconds,
-                ),
-                daemon=daemon,
-            )
-            process.start()
-            child_conn.close()
-            half = (size + 1) // 2
-            groups = [np.arange(half), np.arange(half, size)] if double_buffered and size > 1 else [np.arange(size)]
-            self._workers.append(_WorkerHandle(w, process, parent_conn, cmd_sem, offset, size, groups))
-            offset += size
-        try:
-            self._attach(observation_mode)
-        except BaseException:
-            self._finalizer.detach()
-            _shutdown(self._workers, self._ring_code, close_timeout, graceful=False)
-            raise
-
-        self._env_worker = np.repeat(np.arange(num_workers), sizes)
-        self._env_local = np.concatenate([np.arange(s) for s in sizes])
-        self._all_ids = np.arange(num_envs)
-        self._all_ids_list = self._all_ids.tolist()
-        # Double-buffer group of each env: envs of one job share a key.
-        self._group_key = np.concatenate(
-            [w.index * 2 + np.repeat(np.arange(len(w.groups)), [len(g) for g in w.groups]) for w in self._workers]
+        self._pool = WorkerPool(
+            env_fns, num_workers, context, daemon, self.autoreset_mode, spin_us * 1e-6, double_buffered, close_timeout
         )
-        self._in_flight = np.zeros(num_envs, bool)  # stepping in a worker
-        self._pending = np.zeros(num_envs, bool)  # sent, not yet returned by recv/step/reset
-        self._ready: deque[int] = deque()  # finished, not yet returned by recv
-        self._infos: dict[int, dict[str, Any]] = {}
-        self._failures: list[tuple[int, int, str, str, str]] = []
-        self._finished = np.zeros(num_envs, bool)  # episode over, for AutoresetMode.DISABLED
-        self._must_reset = False  # an env raised: results are incomplete until reset
-        self._broken: str | None = None  # a worker died or hangs: only close() makes sense
+        try:
+            self._attach()
+        except BaseException:
+            self._pool.shutdown(close_timeout, graceful=False)
+            raise
+        self._all_ids = np.arange(num_envs)
+        self._call: _PendingCall | None = None
         self._next_liveness_check = 0.0
         self._batched_action_spaces: dict[int, Space] = {num_envs: self.action_space}
+        self._jobs_of_all: dict[bool, list[tuple[Any, np.ndarray]]] = {}  # split -> the jobs covering every env
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the worker processes (each leads a process group with what its envs start)."""
+        return self._pool.pids
+
+    @property
+    def processes(self) -> list[BaseProcess]:
+        """The worker processes, as gymnasium's AsyncVectorEnv names them (one per worker here, not per env)."""
+        return [w.process for w in self._pool.workers]
 
     # ----------------------------------------------------------------- start-up
-    def _attach(self, observation_mode: str | tuple[Space, Space]) -> None:
-        """Collect every env's spaces, build the arena and hand it to the workers."""
-        env_spaces: list[tuple[Space, Space]] = []
-        facts: dict[str, Any] = {}
-        for w in self._workers:
-            kind, payload, *rest = self._receive(w, "starting its envs")
-            if kind == "error":
-                raise EnvError(payload[0], w.index, *payload[1:])
-            env_spaces.extend(payload)
-            facts = facts or rest[0]
-        obs_spaces = [obs for obs, _ in env_spaces]
-        self.single_action_space = env_spaces[0][1]
-        if isinstance(observation_mode, tuple):
-            self.observation_space, self.single_observation_space = observation_mode
-        elif observation_mode == "same":
-            self.single_observation_space = obs_spaces[0]
-            self.observation_space = batch_space(obs_spaces[0], self.num_envs)
-        elif observation_mode == "different":
-            self.single_observation_space = obs_spaces[0]
-            self.observation_space = batch_differing_spaces(obs_spaces)
-        else:
-            raise ValueError(
-                f"observation_mode must be 'same', 'different' or a (batched, single) tuple, got {observation_mode!r}"
-            )
-        for i, (obs_space, action_space) in enumerate(env_spaces):
-            if observation_mode == "same" and obs_space != self.single_observation_space:
-                raise RuntimeError(
-                    f"env {i} has observation space {obs_space}, env 0 has {self.single_observation_space}; "
-                    "use observation_mode='different' if this is intended"
-                )
-            if action_space != self.single_action_space:
-                raise RuntimeError(f"env {i} has action space {action_space}, env 0 has {self.single_action_space}")
-        check_supported_space(self.single_observation_space, "the observation space")
-        check_supported_space(self.single_action_space, "the action space")
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = facts["metadata"]
+    def _attach(self) -> None:
+        """Check every env's spaces, build the arena and hand it to the workers."""
+        reports = self._pool.started()
+        env_spaces = [spaces for report in reports for spaces in report.spaces]
+        self._set_spaces(env_spaces)
+        self.metadata = reports[0].metadata
         self.metadata["autoreset_mode"] = self.autoreset_mode
-        self.render_mode = facts["render_mode"]
+        self.render_mode = reports[0].render_mode
 
+        obs_shared = self.shared_memory and fits_shared_memory(self.single_observation_space)
+        actions_shared = fits_shared_memory(self.single_action_space)
         layout = ArenaLayout()
-        layout.add_space("obs", self.single_observation_space, self.num_envs)
-        layout.add_space("action", self.single_action_space, self.num_envs)
+        if obs_shared:
+            layout.add_space("obs", self.single_observation_space, self.num_envs)
+        if actions_shared:
+            layout.add_space("action", self.single_action_space, self.num_envs)
         layout.add("reward", (self.num_envs,), np.float64)
         layout.add("terminated", (self.num_envs,), np.bool_)
         layout.add("truncated", (self.num_envs,), np.bool_)
-        add_control_arrays(layout, self.num_envs, self.num_workers, max(w.size for w in self._workers))
+        reserve_result_arrays(layout, self.num_envs, self.num_workers)
+        JobRing.reserve(layout, self.num_workers, max(w.size for w in self._pool.workers))
         arena = SharedArena(layout)
-        for w in self._workers:
-            w.conn.send(("attach", layout))
-            send_handle(w.conn, arena.fd, w.process.pid)
-        for w in self._workers:
-            self._receive(w, "attaching shared memory")
+        self._pool.attach(
+            arena,
+            Attach(
+                layout,
+                self.single_observation_space if obs_shared else None,
+                self.single_action_space if actions_shared else None,
+            ),
+        )
         arena.close_fd()
         views = arena.views()
-        self._obs = views["obs"]
-        self._actions = views["action"]
+        pickled_obs = None if obs_shared else PickledBuffer(self.single_observation_space, self.num_envs)
+        self._obs: SpaceBuffer = pickled_obs or space_buffer(self.single_observation_space, views["obs"])
+        self._actions = space_buffer(self.single_action_space, views["action"]) if actions_shared else None
         self._rewards = views["reward"]
         self._terminations = views["terminated"]
         self._truncations = views["truncated"]
         self._status = views["status"]
         self._stepping = views["stepping_env"]
-        self._ring_mask = views["ring_mask"]
-        self._ring_code = views["ring_code"]
-        self._ring_countdown = views["ring_countdown"]
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._ring_code, self.close_timeout, True)
+        self._envs = EnvTable(self.num_envs, pickled_obs)
 
-    def _receive(self, w: _WorkerHandle, doing: str) -> Any:
-        """Read one pipe message from worker ``w``, noticing if it dies meanwhile."""
-        try:
-            while not w.conn.poll(_LIVENESS_SECONDS):
-                if not w.process.is_alive():
-                    raise EOFError
-            return w.conn.recv()
-        except (EOFError, OSError):
-            raise self._worker_died(w, doing) from None
-
-    def _send(self, w: _WorkerHandle, message: Any) -> None:
-        try:
-            w.conn.send(message)
-        except OSError:
-            raise self._worker_died(w, "receiving a request") from None
-
-    def _worker_died(self, w: _WorkerHandle, doing: str) -> WorkerDiedError:
-        w.process.join(_LIVENESS_SECONDS)  # reap it, so that the note has its exit status
-        self._broken = f"{w.death_note()} while {doing}"
-        return WorkerDiedError(self._broken)
+    def _set_spaces(self, env_spaces: list[tuple[Space, Space]]) -> None:
+        """gymnasium's spaces and its checks of every env's spaces against them."""
+        obs_spaces = [obs for obs, _ in env_spaces]
+        self.single_action_space = env_spaces[0][1]
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        if isinstance(self.observation_mode, tuple):
+            self.observation_space, self.single_observation_space = self.observation_mode
+        else:
+            self.single_observation_space = obs_spaces[0]
+            same = self.observation_mode == "same"
+            self.observation_space = (
+                batch_space(obs_spaces[0], self.num_envs) if same else batch_differing_spaces(obs_spaces)
+            )
+        for i, (obs_space, action_space) in enumerate(env_spaces):
+            if self.observation_mode == "same" and obs_space != self.single_observation_space:
+                raise RuntimeError(
+                    f"AsyncSharedMemVectorEnv(..., observation_mode='same') however env {i}'s observation space "
+                    f"{obs_space} differs from {self.single_observation_space}. If this is intentional, use "
+                    "`observation_mode='different'` instead."
+                )
+            if self.observation_mode != "same" and not is_space_dtype_shape_equiv(
+                self.single_observation_space, obs_space
+            ):
+                raise RuntimeError(
+                    f"AsyncSharedMemVectorEnv(..., observation_mode='different' or custom space) however env {i}'s "
+                    f"observation space {obs_space} does not share a common shape and dtype with "
+                    f"{self.single_observation_space}."
+                )
+            if action_space != self.single_action_space:
+                raise RuntimeError(
+                    f"Env {i} has action space {action_space}, different from `{self.single_action_space}`. "
+                    "In order to batch actions, the action spaces from all environments must be equal."
+                )
 
     # ----------------------------------------------------------------- gymnasium API
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset all envs (or those in ``options["reset_mask"]``), as SyncVectorEnv does."""
-        targets = self._reset_targets(options)
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    def reset_async(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        """Start resetting; :meth:`reset_wait` returns the results."""
+        self._check_no_call("reset_async")
         seeds = self._seed_list(seed)
-        self._drain()
-        self._dispatch_reset(targets, seeds, options, split=False, countdown=True)
-        self._wait_until(len(targets))
-        self._ready.clear()
-        self._pending[:] = False
-        return self._obs_out(), self._merged_infos()
+        targets = self._reset_targets(options)
+        self._discard_sent()
+        self._start_reset(targets, seeds, options, split=False, countdown=True)
+        self._call = _PendingCall("reset", targets)
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """Wait for the reset started by :meth:`reset_async` (``multiprocessing.TimeoutError``
+        after ``timeout`` seconds; the reset stays pending and can be waited for again)."""
+        call = self._collect_call("reset", timeout)
+        infos = self._take(call.ids)
+        return self._obs.read(None, self.copy), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every env with its row of ``actions``; results come back in env order."""
-        self._check_usable()
-        if self._pending.any():
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Start stepping every env; :meth:`step_wait` returns the results."""
+        self._check_no_call("step_async")
+        if (self._envs.phase != Phase.IDLE).any():
             raise AlreadyPendingCallError(
-                "step() called while envs from send()/async_reset() are pending; recv() them first",
-                "step",
+                "step() called while envs from send()/async_reset() are pending; recv() them first", "send"
             )
-        self._prepare_actions(actions, self._all_ids)
-        assign_tree(self._actions, actions)
-        self._start_countdown(len(self._workers))
-        for w in self._workers:
-            self._push_job(w, Job.STEP, w.all_local, countdown=True)
-        self._in_flight[:] = True
-        self._wait_until(self.num_envs)
-        self._ready.clear()
+        args = self._prepare_step(actions, self._all_ids)
+        self._dispatch(Job.STEP, self._all_ids, split=False, countdown=True, args=args)
+        self._call = _PendingCall("step", self._all_ids)
+
+    def step_wait(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Wait for the step started by :meth:`step_async` (``multiprocessing.TimeoutError``
+        after ``timeout`` seconds; the step stays pending and can be waited for again)."""
+        call = self._collect_call("step", timeout)
+        infos = self._take(call.ids)
         terminations = self._terminations.copy()
         truncations = self._truncations.copy()
-        self._finished = terminations | truncations
-        return self._obs_out(), self._rewards.copy(), terminations, truncations, self._merged_infos()
-
-    def render(self) -> tuple[Any, ...]:
-        return tuple(self._control("render", None))
+        self._envs.episode_over[:] = terminations | truncations
+        return self._obs.read(None, self.copy), self._rewards.copy(), terminations, truncations, infos
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env (or return the attribute if not callable)."""
-        return tuple(self._control("call", (name, args, kwargs)))
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def call_async(self, name: str, /, *args: Any, **kwargs: Any) -> None:
+        self._check_no_call("call_async")
+        self._control(ControlRequest("call", name, args, kwargs))
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        self._check_open()
+        if self._call is None or self._call.name != "call":
+            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", "call")
+        return tuple(self._control_results(timeout))
+
+    def render(self) -> tuple[Any, ...] | None:
+        return self.call("render")
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        return tuple(self._control("get_attr", name))
+        """Attribute ``name`` of every env; a method is called, as gymnasium's AsyncVectorEnv does."""
+        return self.call(name)
 
     def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
         """Set attribute ``name`` of every env: one value each, or the same for all."""
+        self._check_open()
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
-            raise ValueError(f"set_attr needs one value per env ({self.num_envs}), got {len(values)}")
-        self._control("set_attr", (name, list(values)))
+            raise ValueError(
+                "Values must be a list or tuple with length equal to the number of environments. "
+                f"Got `{len(values)}` values for {self.num_envs} environments."
+            )
+        self._check_no_call("set_attr")
+        self._control(ControlRequest("set_attr", name, values=list(values)))
+        self._control_results(None)
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:
@@ -369,95 +355,259 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         return self.get_attr("np_random")
 
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
-        """Ask workers to close their envs; kill whatever has not exited after ``timeout``."""
-        self._finalizer.detach()
-        graceful = not terminate and self._broken is None
-        _shutdown(self._workers, self._ring_code, self.close_timeout if timeout is None else timeout, graceful)
+        """Ask workers to close their envs; kill whatever has not exited after ``timeout``.
+
+        Envs still inside an abandoned call (one interrupted, or never waited for) get
+        a second to finish; workers still busy then are killed, not waited for.
+        """
+        if not hasattr(self, "_envs"):  # the constructor failed; it stopped the workers itself
+            return
+        timeout = self.close_timeout if timeout is None else timeout
+        busy: set[int] = set()
+        if not terminate and self._pool.broken is None and (self._envs.phase == Phase.RUNNING).any():
+            if self._call is not None:
+                logger.warn(f"Calling `close` while waiting for a pending call to `{self._call.name}` to complete.")
+            with contextlib.suppress(Exception):  # a failure there is no reason not to close
+                self._wait(lambda: not (self._envs.phase == Phase.RUNNING).any(), min(timeout, _BUSY_CLOSE_GRACE))
+            running = self._envs.in_phase(Phase.RUNNING)
+            busy = set(self._pool.env_worker[running].tolist())
+        self._pool.shutdown(timeout, graceful=not terminate, busy=busy)
 
     # ----------------------------------------------------------------- EnvPool-style API
     def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
         """Start resetting every env; results arrive through :meth:`recv`."""
-        self._check_open()
+        self._check_no_call("async_reset")
         seeds = self._seed_list(seed)
-        self._drain()
-        self._dispatch_reset(self._all_ids, seeds, options, split=self.double_buffered, countdown=False)
+        self._discard_sent()
+        self._start_reset(self._all_ids, seeds, options, split=self.double_buffered, countdown=False)
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Start stepping envs ``env_ids`` (default: all) with the rows of ``actions``."""
-        self._check_usable()
+        self._check_no_call("send")
         ids = self._all_ids if env_ids is None else np.asarray(env_ids)
         if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) == 0:
             raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
         if ids.min() < 0 or ids.max() >= self.num_envs or np.count_nonzero(np.bincount(ids)) != len(ids):
             raise ValueError(f"env_ids must be distinct env indices in [0, {self.num_envs}), got {ids.tolist()}")
-        if self._pending[ids].any():
-            raise AlreadyPendingCallError(
-                f"envs {ids[self._pending[ids]].tolist()} were sent and not yet returned by recv()", "send"
-            )
-        self._prepare_actions(actions, ids)
-        assign_tree(self._actions, actions, ids)
-        self._dispatch(Job.STEP, ids, self.double_buffered, countdown=False)
+        busy = ids[self._envs.phase[ids] != Phase.IDLE]
+        if len(busy):
+            raise AlreadyPendingCallError(f"envs {busy.tolist()} were sent and not yet returned by recv()", "send")
+        args = self._prepare_step(actions, ids)
+        self._dispatch(Job.STEP, ids, split=self.double_buffered, countdown=False, args=args)
 
     def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Return the first ``batch_size`` envs to finish; ``info["env_id"]`` names them."""
-        self._check_usable()
-        pending = int(np.count_nonzero(self._pending))
-        if pending < self.batch_size:
+        self._check_no_call("recv")
+        outstanding = int(np.count_nonzero(self._envs.phase))
+        if outstanding < self.batch_size:
             raise RuntimeError(
-                f"recv() needs {self.batch_size} envs (batch_size) but only {pending} were sent; "
+                f"recv() needs {self.batch_size} envs (batch_size) but only {outstanding} were sent; "
                 "send() more envs or use a smaller batch_size"
             )
-        self._wait_until(self.batch_size)
-        ids = np.array([self._ready.popleft() for _ in range(self.batch_size)])
-        self._pending[ids] = False
+        self._wait(lambda: np.count_nonzero(self._envs.phase == Phase.DONE) >= self.batch_size)
+        ids = self._envs.first_done(self.batch_size)
+        infos = _select_rows(self._take(ids), ids)
+        infos["env_id"] = ids
         terminations = self._terminations[ids]
         truncations = self._truncations[ids]
-        self._finished[ids] = terminations | truncations
-        infos = _select_rows(self._merged_infos(ids.tolist()), ids)
-        infos["env_id"] = ids
-        return map_tree(lambda a: a[ids], self._obs), self._rewards[ids], terminations, truncations, infos
+        self._envs.episode_over[ids] = terminations | truncations
+        return self._obs.read(ids, self.copy), self._rewards[ids], terminations, truncations, infos
 
-    # ----------------------------------------------------------------- internals
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedEnvironmentError("this vector env is closed")
-        if self._broken is not None:
-            raise RuntimeError(f"this vector env cannot continue ({self._broken}); close() it")
+    # ----------------------------------------------------------------- dispatch
+    def _dispatch(
+        self, code: Job, ids: np.ndarray, split: bool, countdown: bool, args: dict[int, Any] | None = None
+    ) -> None:
+        """Queue one job per worker (one per double-buffer group with ``split``) covering envs ``ids``.
 
-    def _check_usable(self) -> None:
-        self._check_open()
-        if self._must_reset:
-            raise RuntimeError("an env raised during the last step: call reset() before stepping again")
+        ``countdown``: the caller waits for all of them, so only the last one wakes it.
+        ``args``: per-env arguments that travel with the jobs (see :class:`JobPayload`).
+        """
+        jobs = self._jobs(ids, split)
+        if countdown:
+            self._pool.start_countdown(len(jobs))
+        self._envs.start(ids)
+        for w, job_ids in jobs:
+            payload = None if args is None else JobPayload([args[e] for e in job_ids.tolist()])
+            self._pool.push(w, code, job_ids - w.offset, countdown, payload)
 
-    def _control(self, request: str, payload: Any) -> list[Any]:
-        """Run a control request on every env (in its worker), results in env order."""
-        self._check_open()
-        if self._in_flight.any():
-            raise AlreadyPendingCallError(f"{request} called while envs are stepping; recv() them first", request)
-        for w in self._workers:
-            part = payload
-            if request == "set_attr":
-                part = (payload[0], payload[1][w.offset : w.offset + w.size])
-            self._send(w, (request, list(range(w.size)), part))
-            self._push_job(w, Job.CONTROL, w.all_local, countdown=False)
-        replies = [self._receive(w, f"answering {request}") for w in self._workers]
-        results = []
-        for w, (outcome, body) in zip(self._workers, replies, strict=True):
-            if outcome == "error":
-                raise EnvError(body[0], w.index, *body[1:])
-            results.extend(body)
-        return results
+    def _jobs(self, ids: np.ndarray, split: bool) -> list[tuple[Any, np.ndarray]]:
+        """(worker, env ids) of each job; the jobs covering every env are computed once."""
+        every = ids is self._all_ids
+        if every and split in self._jobs_of_all:
+            return self._jobs_of_all[split]
+        keys = self._pool.group_key[ids] if split else self._pool.env_worker[ids] * 2
+        order = np.argsort(keys, kind="stable")
+        bounds = np.cumsum(np.bincount(keys, minlength=2 * self.num_workers))
+        sorted_ids = ids[order]
+        jobs = [
+            (self._pool.workers[key // 2], sorted_ids[start:end])
+            for key, (start, end) in enumerate(zip(np.concatenate([[0], bounds[:-1]]), bounds, strict=True))
+            if end > start
+        ]
+        if every:
+            self._jobs_of_all[split] = jobs
+        return jobs
 
-    def _prepare_actions(self, actions: Any, ids: np.ndarray) -> None:
-        space = self._batched_action_spaces.get(len(ids))
-        if space is None:
-            space = self._batched_action_spaces[len(ids)] = batch_space(self.single_action_space, len(ids))
-        check_action_batch(space, actions, ids)
-        if self.autoreset_mode == AutoresetMode.DISABLED and self._finished[ids].any():
-            done = ids[self._finished[ids]].tolist()
+    def _start_reset(
+        self, ids: np.ndarray, seeds: list[int | None], options: Any, split: bool, countdown: bool
+    ) -> None:
+        self._envs.must_reset[ids] = False
+        self._envs.episode_over[ids] = False
+        args = {e: (seeds[e], options) for e in ids.tolist()}
+        self._dispatch(Job.RESET, ids, split, countdown, args)
+
+    def _prepare_step(self, actions: Any, ids: np.ndarray) -> dict[int, Any] | None:
+        """Check that envs ``ids`` can step and place their actions; per-env actions if they travel pickled."""
+        stale = ids[self._envs.must_reset[ids]]
+        if len(stale):
+            raise RuntimeError(f"envs {stale.tolist()} raised during their last step or reset: reset them first")
+        if self.autoreset_mode == AutoresetMode.DISABLED and self._envs.episode_over[ids].any():
+            done = ids[self._envs.episode_over[ids]].tolist()
             raise ValueError(
                 f"envs {done} finished their episodes and autoreset_mode is DISABLED: "
                 "reset them with reset(options={'reset_mask': mask}) before stepping"
+            )
+        space = self._batched_action_space(len(ids))
+        if self.check_actions:
+            check_action_batch(space, actions, ids)
+        rows = slice(None) if ids is self._all_ids else ids
+        if self._actions is not None and self._actions.assign(rows, actions):
+            return None
+        # As gymnasium does: split the batch per env (its TypeError for a batch that is not
+        # one), and hand each env its own value.
+        per_env = list(iterate(space, actions))
+        if len(per_env) != len(ids):
+            raise ValueError(f"got {len(per_env)} actions for {len(ids)} envs: the batch needs one action per env")
+        return dict(zip(ids.tolist(), per_env, strict=True))
+
+    def _batched_action_space(self, n: int) -> Space:
+        if n not in self._batched_action_spaces:
+            self._batched_action_spaces[n] = batch_space(self.single_action_space, n)
+        return self._batched_action_spaces[n]
+
+    def _control(self, request: ControlRequest) -> None:
+        """Start a control request on every env (in its worker); :meth:`_control_results` collects it."""
+        if (self._envs.phase != Phase.IDLE).any():
+            raise AlreadyPendingCallError(
+                f"`{request.kind}` called while envs sent with send() are not yet returned by recv()", "send"
+            )
+        for w in self._pool.workers:
+            part = request
+            if request.values is not None:
+                part = ControlRequest(request.kind, request.name, values=request.values[w.offset : w.offset + w.size])
+            self._pool.send(w, part)
+            self._pool.push(w, Job.CONTROL, np.arange(w.size))
+        self._call = _PendingCall("call", self._all_ids)
+
+    def _control_results(self, timeout: float | None) -> list[Any]:
+        """Every worker's reply to the pending control request, results in env order."""
+        call = self._call
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for w in self._pool.workers:
+            if w.index not in call.replies:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                reply = self._pool.receive(w, "answering a call", left)
+                if reply is None:
+                    raise mp.TimeoutError(f"The call to `call_wait` has timed out after {timeout} second(s).")
+                call.replies[w.index] = reply
+        self._call = None
+        replies = [call.replies[w.index] for w in self._pool.workers]
+        failure = next((r.failure for r in replies if r.failure is not None), None)
+        if failure is not None:
+            raise failure.to_error()
+        return [result for reply in replies for result in reply.results]
+
+    # ----------------------------------------------------------------- collect
+    def _collect_call(self, name: str, timeout: float | None) -> _PendingCall:
+        """Wait until every env of the pending ``name`` call is done; the call is then over."""
+        self._check_open()
+        call = self._call
+        if call is None or call.name != name:
+            raise NoAsyncCallError(f"Calling `{name}_wait` without any prior call to `{name}_async`.", name)
+        ids = call.ids
+        if not self._wait(lambda: not (self._envs.phase[ids] == Phase.RUNNING).any(), timeout):
+            raise mp.TimeoutError(f"The call to `{name}_wait` has timed out after {timeout} second(s).")
+        self._call = None
+        return call
+
+    def _wait(self, until: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Collect finished envs until ``until()`` holds; False if ``timeout`` passes first.
+
+        Every finished job (or batch of countdown jobs) posts one token; the owner sleeps
+        on it rather than polling, because on a machine with as many workers as cores a
+        polling owner takes a core from a worker. A token can be stale (an earlier scan
+        took its envs): then the scan finds nothing and the owner sleeps again. Raises if
+        a worker dies, or if envs hang past ``step_timeout``.
+        """
+        now = time.monotonic()
+        hang_deadline = None if self.step_timeout is None else now + self.step_timeout
+        deadline = None if timeout is None else now + timeout
+        if now > self._next_liveness_check:  # a dead worker must not go unnoticed while others keep up
+            self._next_liveness_check = now + LIVENESS_SECONDS
+            self._pool.check_alive("stepping")
+        acquire = self._pool.ready_sem.acquire
+        self._collect()
+        while not until():
+            wake = LIVENESS_SECONDS if deadline is None else min(LIVENESS_SECONDS, max(0.0, deadline - now))
+            if not acquire(timeout=wake):
+                now = time.monotonic()
+                self._pool.check_alive("stepping")
+                if hang_deadline is not None and now > hang_deadline:
+                    raise self._pool.hung(self._stepping, self.step_timeout)
+                if deadline is not None and now >= deadline:
+                    self._collect()
+                    return until()
+            self._collect()
+        return True
+
+    def _collect(self) -> None:
+        """Move envs whose workers finished them to DONE, reading the reports they left on the pipe."""
+        # Workers keep writing statuses; a snapshot is consistent because only the owner
+        # sets a non-zero status back to zero.
+        snapshot = self._status.copy()
+        done = snapshot.nonzero()[0]
+        if done.size == 0:
+            return
+        envs = self._envs
+        for env_index in done[snapshot[done] == EnvStatus.READY_WITH_MESSAGE].tolist():
+            w = self._pool.workers[self._pool.env_worker[env_index]]
+            while env_index not in envs.reported:
+                report: JobReport = self._pool.receive(w, f"sending the results of env {env_index}")
+                envs.absorb(report)
+        self._status[done] = EnvStatus.PENDING
+        envs.finish(done)
+
+    def _take(self, ids: np.ndarray) -> dict[str, Any]:
+        """Return DONE envs ``ids`` to IDLE: their infos merged as gymnasium does; an env's failure raises."""
+        infos, failure = self._envs.take(ids)
+        if failure is not None:
+            raise failure.to_error()
+        merged: dict[str, Any] = {}
+        for env_index, info in infos:
+            merged = self._add_info(merged, info, env_index)
+        return merged
+
+    def _discard_sent(self) -> None:
+        """Finish and drop envs sent with send()/async_reset() and not received, so a reset starts clean."""
+        self._wait(lambda: not (self._envs.phase == Phase.RUNNING).any())
+        self._envs.take(self._envs.in_phase(Phase.DONE))
+
+    # ----------------------------------------------------------------- checks
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
+        if self._pool.broken is not None:
+            raise RuntimeError(f"this vector env cannot continue ({self._pool.broken}); close() it")
+
+    def _check_no_call(self, method: str) -> None:
+        self._check_open()
+        if self._call is not None:
+            name = self._call.name
+            raise AlreadyPendingCallError(
+                f"Calling `{method}` while waiting for a pending call to `{name}` to complete "
+                f"(an earlier call was interrupted or not waited for): call `{name}_wait()` to collect it, "
+                "or close() the vector env",
+                name,
             )
 
     def _seed_list(self, seed: int | list[int | None] | None) -> list[int | None]:
@@ -473,149 +623,11 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         return list(seed)
 
     def _reset_targets(self, options: dict[str, Any] | None) -> np.ndarray:
-        self._check_open()
         if options is None or "reset_mask" not in options:
             return self._all_ids
-        mask = options.pop("reset_mask")  # SyncVectorEnv pops it too
+        mask = options.pop("reset_mask")  # gymnasium's vector envs pop it too
         check_reset_mask(mask, self.num_envs)
         return np.flatnonzero(mask)
-
-    def _dispatch_reset(
-        self, ids: np.ndarray, seeds: list[int | None], options: Any, split: bool, countdown: bool
-    ) -> None:
-        self._must_reset = False
-        self._finished[ids] = False
-        payload = [(seeds[e], options) for e in range(self.num_envs)]
-        self._dispatch(Job.RESET, ids, split, countdown, payload)
-
-    def _dispatch(
-        self, code: Job, ids: np.ndarray, split: bool, countdown: bool, payload: list[Any] | None = None
-    ) -> None:
-        """Queue one job per worker (two with double buffering) covering envs ``ids``.
-
-        ``countdown``: the caller waits for all of them, so only the last one wakes it.
-        """
-        keys = self._group_key[ids] if split else self._env_worker[ids] * 2
-        order = np.argsort(keys, kind="stable")
-        sorted_ids = ids[order]
-        counts = np.bincount(keys, minlength=2 * len(self._workers)).tolist()
-        if countdown:
-            self._start_countdown(len(counts) - counts.count(0))
-        end = 0
-        for key, count in enumerate(counts):
-            if count == 0:
-                continue
-            job_ids = sorted_ids[end : end + count]
-            end += count
-            w = self._workers[key // 2]
-            local = job_ids - w.offset
-            if payload is not None:
-                self._send(w, [payload[e] for e in job_ids.tolist()])
-            self._push_job(w, code, [local], countdown)
-        self._in_flight[ids] = True
-        self._pending[ids] = True
-
-    def _start_countdown(self, jobs: int) -> None:
-        for _ in range(jobs - 1):
-            self._countdown.release()
-
-    def _push_job(self, w: _WorkerHandle, code: Job, jobs: list[np.ndarray], countdown: bool) -> None:
-        ring = self._ring_code.shape[1]
-        for local in jobs:
-            slot = w.head % ring
-            w.head += 1
-            self._ring_code[w.index, slot] = code
-            self._ring_countdown[w.index, slot] = countdown
-            mask = self._ring_mask[w.index, slot]
-            mask[:] = False
-            mask[local] = True
-            w.cmd_sem.release()
-
-    def _wait_until(self, count: int) -> None:
-        """Block until ``count`` results are ready, raising on env errors, deaths or timeouts.
-
-        Every finished job posts one token; the owner sleeps on it rather than polling,
-        because on a machine with as many workers as cores a polling owner takes a core
-        from a worker. A token can be stale (an earlier scan took its envs): then the scan
-        finds nothing and the owner sleeps again.
-        """
-        now = time.monotonic()
-        deadline = None if self.step_timeout is None else now + self.step_timeout
-        if now > self._next_liveness_check:  # a dead worker must not go unnoticed while others keep up
-            self._next_liveness_check = now + _LIVENESS_SECONDS
-            self._check_workers(None)
-        acquire = self._ready_sem.acquire
-        while len(self._ready) < count:
-            while not acquire(timeout=_LIVENESS_SECONDS):
-                self._check_workers(deadline)
-            self._collect()
-
-    def _collect(self) -> None:
-        """Move finished envs to the ready queue, reading their infos and errors."""
-        # Workers keep writing statuses; a snapshot is consistent because only the owner
-        # sets a non-zero status back to zero.
-        snapshot = self._status.copy()
-        if not self._ready and (snapshot == _READY).all():  # step(): everything back, no infos
-            self._status[:] = 0
-            self._in_flight[:] = False
-            self._ready.extend(self._all_ids_list)
-            return
-        done = snapshot.nonzero()[0]
-        if done.size == 0:
-            return
-        if (snapshot[done] != _READY).any():
-            self._receive_messages(done[snapshot[done] != _READY].tolist())
-        self._status[done] = 0
-        self._in_flight[done] = False
-        self._ready.extend(done.tolist())
-        if self._failures:
-            failure = self._failures[0]
-            self._failures.clear()
-            self._must_reset = True
-            raise EnvError(*failure)
-
-    def _receive_messages(self, env_indices: list[int]) -> None:
-        """Read the pipe messages that carry these envs' infos or errors."""
-        for env_index in env_indices:
-            while env_index not in self._infos and not any(f[0] == env_index for f in self._failures):
-                w = self._workers[self._env_worker[env_index]]
-                infos, failures = self._receive(w, f"sending the info of env {env_index}")
-                self._infos.update(infos)
-                self._failures.extend((e, w.index, *rest) for e, *rest in failures)
-
-    def _check_workers(self, deadline: float | None) -> None:
-        for w in self._workers:
-            if not w.process.is_alive():
-                raise self._worker_died(w, "stepping")
-        if deadline is not None and time.monotonic() > deadline:
-            hanging = [
-                f"env {e} (worker {w.index})" for w in self._workers if (e := int(self._stepping[w.index, 0])) >= 0
-            ]
-            self._broken = f"{', '.join(hanging) or 'no env'} did not finish within step_timeout={self.step_timeout} s"
-            raise StepTimeoutError(self._broken)
-
-    def _drain(self) -> None:
-        """Wait out envs still stepping (after an error) so a reset starts from a clean slate."""
-        try:
-            while self._in_flight.any():
-                try:
-                    self._wait_until(len(self._ready) + int(self._in_flight.sum()))
-                except EnvError:
-                    continue
-        finally:
-            self._ready.clear()
-            self._pending[:] = False
-            self._infos.clear()
-
-    def _obs_out(self) -> Any:
-        return map_tree(np.copy, self._obs) if self.copy else self._obs
-
-    def _merged_infos(self, ids: list[int] | None = None) -> dict[str, Any]:
-        """Merge (and forget) the infos of envs ``ids`` (default: all), env-indexed as gymnasium does."""
-        infos: dict[str, Any] = {}
-        for env_index in sorted(self._infos if ids is None else self._infos.keys() & ids):
-            infos = self._add_info(infos, self._infos.pop(env_index), env_index)
-        return infos
 
 
 def _select_rows(infos: dict[str, Any], ids: np.ndarray) -> dict[str, Any]:

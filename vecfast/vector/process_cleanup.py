@@ -1,9 +1,10 @@
 """Make every process vecfast starts die with its owner, leaving no shared memory.
 
-Each worker leads its own process group, so the simulator processes its envs spawn
-(VizDoom starts one game per env) can be found and killed as a group even after the
-worker itself was SIGKILLed and its children were re-parented. Simulators that keep
-named IPC in ``/dev/shm`` get it unlinked after their processes are killed.
+Each worker leads its own process group, so the simulator processes its envs spawn (a
+game per env, say) can be found and killed as a group even after the worker itself was
+SIGKILLed and its children were re-parented. A killed simulator may leave named IPC (in
+``/dev/shm``, say) that only it would have removed: the packages that know such
+simulators register a cleaner for it (:func:`register_leftover_cleaner`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,28 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable
 
 import psutil
 
 OWNER_POLL_SECONDS = 0.2
-# A VizDoom game with instance id ``i`` keeps shared memory ``ViZDoomSM<i>`` and message
-# queues ``ViZDoomMQCtr<i>`` and ``ViZDoomMQDoom<i>`` in /dev/shm.
-VIZDOOM_IPC_PREFIXES = ("ViZDoomSM", "ViZDoomMQCtr", "ViZDoomMQDoom")
+
+# Gets the command lines of killed processes (read before the kill: a dead process's is
+# unreadable) once they are gone, and removes what they left behind.
+LeftoverCleaner = Callable[[list[list[str]]], None]
+_LEFTOVER_CLEANERS: list[LeftoverCleaner] = []
+
+
+def register_leftover_cleaner(cleaner: LeftoverCleaner) -> None:
+    """Have ``cleaner`` remove what the processes killed here leave behind, in owners and workers.
+
+    Register it when a module is imported that every process using this one imports too
+    (``import vecfast`` imports ``vecfast.envs``, which registers its simulators' cleaners):
+    an owner cleans up after the simulators of a dead worker, though only the worker made
+    their envs.
+    """
+    if cleaner not in _LEFTOVER_CLEANERS:
+        _LEFTOVER_CLEANERS.append(cleaner)
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
@@ -35,45 +50,27 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def _vizdoom_instance_ids(procs: list[psutil.Process]) -> set[str]:
-    ids = set()
-    for proc in procs:
-        try:
-            cmd = proc.cmdline()
-        except psutil.Error:
-            continue
-        if "+viz_instance_id" in cmd:
-            i = cmd.index("+viz_instance_id")
-            if i + 1 < len(cmd):
-                ids.add(cmd[i + 1])
-    return ids
-
-
-def unlink_vizdoom_ipc(instance_ids: Iterable[str]) -> None:
-    """Remove the shared memory and message queues of VizDoom games that are gone.
-
-    A game removes them itself only when it is closed; one that was killed, or that
-    exited on its own while starting, leaves them.
-    """
-    for instance_id in filter(None, instance_ids):  # an unstarted game's id is ""
-        for prefix in VIZDOOM_IPC_PREFIXES:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join("/dev/shm", prefix + instance_id))
-
-
 def kill_group(pgid: int, spare_pid: int | None = None, timeout: float = 3.0) -> None:
-    """SIGKILL every process of group ``pgid`` (except ``spare_pid``) and clean their IPC."""
+    """SIGKILL every process of group ``pgid`` (except ``spare_pid``) and clean up after them."""
     kill_processes([p for p in group_members(pgid) if p.pid != spare_pid], timeout)
 
 
 def kill_processes(procs: list[psutil.Process], timeout: float = 3.0) -> None:
-    """SIGKILL these processes (psutil refuses a reused pid), wait, then unlink their IPC."""
-    instance_ids = _vizdoom_instance_ids(procs)
+    """SIGKILL these processes (psutil refuses a reused pid), wait, then run the leftover cleaners."""
+    cmdlines = [_cmdline(proc) for proc in procs]
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     _wait_gone(procs, timeout)
-    unlink_vizdoom_ipc(instance_ids)
+    for cleaner in _LEFTOVER_CLEANERS:
+        cleaner(cmdlines)
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
 
 
 def _wait_gone(procs: list[psutil.Process], timeout: float) -> None:
@@ -94,9 +91,10 @@ def _running(proc: psutil.Process) -> bool:
 
 def kill_own_group_and_exit(code: int = 1) -> None:
     """Called in a worker whose owner is gone: take its simulators down, then itself."""
-    me = os.getpid()
-    kill_group(os.getpgid(0), spare_pid=me)
-    os._exit(code)
+    try:
+        kill_group(os.getpgid(0), spare_pid=os.getpid())
+    finally:
+        os._exit(code)  # even if a cleaner failed: a worker must not outlive its owner
 
 
 def watch_owner(owner_pid: int) -> None:

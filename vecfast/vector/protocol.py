@@ -1,10 +1,12 @@
-"""The tiny messages between the owner and its workers.
+"""The shared-memory half of the owner-worker protocol: job rings and per-env statuses.
 
-Hot path (step): the owner writes actions into shared memory, appends a job
-(a code plus a mask of the worker's envs) to the worker's ring in shared memory and
-posts the worker's semaphore. The worker steps those envs, writes results in place,
-marks each env's status and posts the one shared ``ready`` semaphore. Only infos that
-are not empty, errors and control calls travel through the worker's pipe.
+Hot path (step): the owner writes actions into shared memory, pushes a job (a code plus
+a mask of the worker's envs) onto the worker's :class:`JobRing` and posts the worker's
+semaphore. The worker steps those envs, writes results in place, marks each env's
+:class:`EnvStatus` and posts the one shared ``ready`` semaphore. Everything that does
+not fit in fixed-size arrays (non-empty infos, errors, pickled observations, reset
+arguments, control calls) travels as a typed message (:mod:`vecfast.vector.messages`)
+through the worker's pipe.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
+
+import numpy as np
 
 from vecfast.vector.shared_buffers import ArenaLayout
 
 
 class Job(IntEnum):
     STEP = 1
-    RESET = 2  # per-env (seed, options) follow on the pipe
+    RESET = 2
     CONTROL = 3  # call/get_attr/set_attr/render; request and reply on the pipe
     CLOSE = 4
 
@@ -29,26 +35,73 @@ class EnvStatus(IntEnum):
 
     PENDING = 0
     READY = 1
-    READY_WITH_INFO = 2  # a pipe message holds the env's non-empty info
-    FAILED = 3  # a pipe message holds the exception
+    READY_WITH_MESSAGE = 2  # a pipe message holds the env's info, observation or error
 
 
-def add_control_arrays(layout: ArenaLayout, num_envs: int, num_workers: int, max_local_envs: int) -> None:
-    """Reserve the job rings, per-env statuses and per-worker 'stepping env' markers.
+@dataclass(frozen=True)
+class JobSlot:
+    """One job as the worker reads it."""
 
-    A ring holds at most one job per env plus a control job, so it never overflows.
+    code: Job
+    local_envs: list[int]  # the worker's own env positions
+    counts_down: bool  # part of a batch that wakes the owner once, when its last job ends
+    has_payload: bool  # a :class:`~vecfast.vector.messages.JobPayload` follows on the pipe
+
+
+class JobRing:
+    """One worker's ring of job slots in the shared arena.
+
+    The owner writes at ``head`` and the worker reads at ``tail``; the worker's
+    semaphore counts the slots written and not yet read. Every env is in at most one
+    job at a time, and a control or close job waits for an idle worker, so
+    ``max_local_envs + 2`` slots never overflow.
     """
-    ring = ring_size(max_local_envs)
-    layout.add("ring_code", (num_workers, ring), "int32")
-    layout.add("ring_mask", (num_workers, ring, max_local_envs), "bool")
-    layout.add("ring_countdown", (num_workers, ring), "bool")
+
+    def __init__(self, views: dict[str, np.ndarray], worker_index: int) -> None:
+        self.code = views["ring_code"][worker_index]
+        self.mask = views["ring_mask"][worker_index]
+        self.counts_down = views["ring_countdown"][worker_index]
+        self.has_payload = views["ring_payload"][worker_index]
+        self.head = 0
+        self.tail = 0
+
+    @staticmethod
+    def reserve(layout: ArenaLayout, num_workers: int, max_local_envs: int) -> None:
+        slots = max_local_envs + 2
+        layout.add("ring_code", (num_workers, slots), "int32")
+        layout.add("ring_mask", (num_workers, slots, max_local_envs), "bool")
+        layout.add("ring_countdown", (num_workers, slots), "bool")
+        layout.add("ring_payload", (num_workers, slots), "bool")
+
+    def push(self, code: Job, local_envs: Any = None, counts_down: bool = False, has_payload: bool = False) -> None:
+        """Owner side: write the next slot (the caller then posts the worker's semaphore)."""
+        slot = self.head % len(self.code)
+        self.head += 1
+        self.counts_down[slot] = counts_down
+        self.has_payload[slot] = has_payload
+        mask = self.mask[slot]
+        mask[:] = False
+        if local_envs is not None:
+            mask[local_envs] = True
+        self.code[slot] = code
+
+    def pop(self) -> JobSlot:
+        """Worker side: read the next slot (after its semaphore was acquired)."""
+        slot = self.tail % len(self.code)
+        self.tail += 1
+        return JobSlot(
+            Job(int(self.code[slot])),
+            np.flatnonzero(self.mask[slot]).tolist(),
+            bool(self.counts_down[slot]),
+            bool(self.has_payload[slot]),
+        )
+
+
+def reserve_result_arrays(layout: ArenaLayout, num_envs: int, num_workers: int) -> None:
+    """Per-env statuses and, per worker, the env it is stepping (to name a hanging env)."""
     layout.add("status", (num_envs,), "int8")
     # One cache line per worker: it is written before every env step.
     layout.add("stepping_env", (num_workers, 8), "int64")
-
-
-def ring_size(max_local_envs: int) -> int:
-    return max_local_envs + 2
 
 
 def spin_acquire(try_acquire: Callable[[bool], bool], seconds: float) -> bool:

@@ -1,41 +1,44 @@
-"""Batched arrays for any gymnasium space, laid out in one shared-memory arena.
+"""Batched values of gymnasium spaces, in one shared-memory arena or pickled through pipes.
 
 The owner and every worker map the same anonymous memory file (``memfd``), so
-observations, actions, rewards and flags are written in place and never pickled.
-A memfd has no name in ``/dev/shm``: it disappears with the last process that maps
-it, however that process dies, so a killed run cannot leak shared memory.
+observations, actions, rewards and flags of fixed-size spaces are written in place and
+never pickled. A memfd has no name in ``/dev/shm``: it disappears with the last process
+that maps it, however that process dies, so a killed run cannot leak shared memory.
+
+A :class:`SpaceBuffer` reads and writes one space's batch: :class:`ArrayBuffer` for
+Box/Discrete/MultiDiscrete/MultiBinary, :class:`TextBuffer` (character indices, as
+gymnasium stores Text), :class:`OneOfBuffer` (the chosen subspace's index beside every
+subspace's rows), :class:`DictBuffer`/:class:`TupleBuffer` nesting them. Spaces without
+a fixed size (Graph, Sequence, custom spaces), or any space when the user turns shared
+memory off, use :class:`PickledBuffer`: each env's value crosses the worker's pipe
+pickled and is batched in the owner as gymnasium's own ``concatenate`` does.
 """
 
 from __future__ import annotations
 
+import copy as copy_module
 import mmap
 import os
-from collections.abc import Callable
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import concatenate, create_empty_array
 
 _ALIGN = 64  # cache-line alignment keeps workers from sharing lines of different arrays
 
-_LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-def check_supported_space(space: spaces.Space, what: str) -> None:
-    """Raise a clear error for spaces that cannot live in fixed-size shared memory."""
+def fits_shared_memory(space: spaces.Space) -> bool:
+    """Whether every value of ``space`` has one fixed-size array layout."""
     if isinstance(space, spaces.Dict):
-        for key, sub in space.spaces.items():
-            check_supported_space(sub, f"{what}[{key!r}]")
-    elif isinstance(space, spaces.Tuple):
-        for i, sub in enumerate(space.spaces):
-            check_supported_space(sub, f"{what}[{i}]")
-    elif not isinstance(space, _LEAF_SPACES):
-        raise TypeError(
-            f"{what} is {space}: shared memory needs fixed-size spaces "
-            "(Box, Discrete, MultiDiscrete, MultiBinary, nested in Dict/Tuple)."
-        )
+        return all(fits_shared_memory(s) for s in space.spaces.values())
+    if isinstance(space, (spaces.Tuple, spaces.OneOf)):
+        return all(fits_shared_memory(s) for s in space.spaces)
+    return type(space) in (*_ARRAY_SPACES, spaces.Text)
 
 
 @dataclass(frozen=True)
@@ -65,15 +68,19 @@ class ArenaLayout:
         self.specs[name] = self.add_array(shape, dtype)
 
     def add_space(self, name: str, single_space: spaces.Space, n: int) -> None:
-        """Reserve the batched arrays of ``n`` copies of ``single_space``."""
-        self.specs[name] = self._space_tree(batch_space(single_space, n))
+        """Reserve the arrays of ``n`` values of ``single_space`` (which must fit shared memory)."""
+        self.specs[name] = self._space_tree(single_space, n)
 
-    def _space_tree(self, space: spaces.Space) -> Any:
+    def _space_tree(self, space: spaces.Space, n: int) -> Any:
         if isinstance(space, spaces.Dict):
-            return {k: self._space_tree(s) for k, s in space.spaces.items()}
+            return {k: self._space_tree(s, n) for k, s in space.spaces.items()}
         if isinstance(space, spaces.Tuple):
-            return tuple(self._space_tree(s) for s in space.spaces)
-        return self.add_array(space.shape, space.dtype)
+            return tuple(self._space_tree(s, n) for s in space.spaces)
+        if isinstance(space, spaces.OneOf):
+            return (self.add_array((n,), np.int64), *(self._space_tree(s, n) for s in space.spaces))
+        if isinstance(space, spaces.Text):
+            return self.add_array((n, space.max_length), np.int32)
+        return self.add_array((n, *space.shape), space.dtype)
 
 
 class SharedArena:
@@ -105,60 +112,202 @@ class SharedArena:
             self.fd = -1
 
 
-def make_row_writer(tree: Any) -> Callable[[int, Any], None]:
-    """``write(i, value)`` stores one env's value into row ``i`` of the batched arrays."""
-    if isinstance(tree, dict):
-        items = [(k, make_row_writer(t)) for k, t in tree.items()]
+class SpaceBuffer(ABC):
+    """The batch of one space: rows written per env, read as gymnasium batches them."""
 
-        def write_dict(i: int, value: Any) -> None:
-            for key, write in items:
-                write(i, value[key])
+    @abstractmethod
+    def write(self, i: int, value: Any) -> None:
+        """Store one env's value in row ``i``."""
 
-        return write_dict
-    if isinstance(tree, tuple):
-        writers = [make_row_writer(t) for t in tree]
+    @abstractmethod
+    def read_row(self, i: int) -> Any:
+        """Row ``i`` as one env's value, independent of the buffer."""
 
-        def write_tuple(i: int, value: Any) -> None:
-            for write, part in zip(writers, value, strict=True):
-                write(i, part)
+    @abstractmethod
+    def read(self, rows: np.ndarray | None, copy: bool) -> Any:
+        """The batch of ``rows`` (all rows when None); ``copy=False`` may return views of the buffer."""
 
-        return write_tuple
-
-    def write_leaf(i: int, value: Any) -> None:
-        tree[i] = value
-
-    return write_leaf
+    def assign(self, rows: Any, batch: Any) -> bool:
+        """Store a batch (gymnasium's batched layout) in ``rows``; False if it does not fit exactly."""
+        return False
 
 
-def make_row_reader(tree: Any) -> Callable[[int], Any]:
-    """``read(i)`` returns row ``i`` as one env's value (arrays copied out of shared memory)."""
-    if isinstance(tree, dict):
-        items = [(k, make_row_reader(t)) for k, t in tree.items()]
-        return lambda i: {key: read(i) for key, read in items}
-    if isinstance(tree, tuple):
-        readers = [make_row_reader(t) for t in tree]
-        return lambda i: tuple(read(i) for read in readers)
-    if tree.ndim == 1:
-        return tree.__getitem__  # a numpy scalar is already a copy
-    return lambda i: tree[i].copy()
+class ArrayBuffer(SpaceBuffer):
+    """Box, Discrete, MultiDiscrete, MultiBinary: one array with a row per env."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def write(self, i: int, value: Any) -> None:
+        self.array[i] = value
+
+    def read_row(self, i: int) -> Any:
+        row = self.array[i]
+        return row.copy() if self.array.ndim > 1 else row  # a row of a 1-D array is a numpy scalar, a copy
+
+    def read(self, rows: np.ndarray | None, copy: bool) -> np.ndarray:
+        if rows is not None:
+            return self.array[rows]  # fancy indexing copies
+        return self.array.copy() if copy else self.array
+
+    def assign(self, rows: Any, batch: Any) -> bool:
+        """Actions as they come: exact values in the buffer, or False (they travel pickled).
+
+        Floats narrowed to the space's float dtype are accepted; any other change of
+        value (floats into integers, integers out of the dtype's range) is not.
+        """
+        dst = self.array
+        values = batch if type(batch) is np.ndarray else np.asarray(batch)
+        if values.shape != (len(dst) if isinstance(rows, slice) else len(rows), *dst.shape[1:]):
+            return False
+        if values.dtype == dst.dtype:
+            dst[rows] = values
+            return True
+        if not np.can_cast(values.dtype, dst.dtype, "same_kind"):
+            return False
+        dst[rows] = values
+        return (values.dtype.kind == "f" and dst.dtype.kind == "f") or bool(np.array_equal(dst[rows], values))
 
 
-def map_tree(fn: Callable[[np.ndarray], Any], tree: Any) -> Any:
+class TextBuffer(SpaceBuffer):
+    """Text: each string as character indices padded with ``len(charset)``, as gymnasium stores it."""
+
+    def __init__(self, space: spaces.Text, array: np.ndarray) -> None:
+        self.space = space
+        self.array = array
+        self.index = {c: i for i, c in enumerate(space.character_list)}
+        self.padding = len(space.character_set)
+
+    def write(self, i: int, value: str) -> None:
+        codes = [self.index[c] for c in value]
+        row = self.array[i]
+        row[: len(codes)] = codes
+        row[len(codes) :] = self.padding
+
+    def read_row(self, i: int) -> str:
+        chars = self.space.character_list
+        return "".join(chars[c] for c in self.array[i].tolist() if c < self.padding)
+
+    def read(self, rows: np.ndarray | None, copy: bool) -> tuple[str, ...]:
+        return tuple(self.read_row(i) for i in (range(len(self.array)) if rows is None else rows.tolist()))
+
+    def assign(self, rows: Any, batch: Any) -> bool:
+        return _assign_rows(self, len(self.array), rows, batch, lambda s: isinstance(s, str) and self.space.contains(s))
+
+
+class OneOfBuffer(SpaceBuffer):
+    """OneOf: the index of each env's subspace, beside a buffer per subspace."""
+
+    def __init__(self, space: spaces.OneOf, index: np.ndarray, subs: list[SpaceBuffer]) -> None:
+        self.space = space
+        self.index = index
+        self.subs = subs
+
+    def write(self, i: int, value: tuple[int, Any]) -> None:
+        k, sub_value = value
+        self.index[i] = k
+        self.subs[int(k)].write(i, sub_value)
+
+    def read_row(self, i: int) -> tuple[np.int64, Any]:
+        k = self.index[i]  # a numpy integer, as gymnasium's OneOf samples and shared memory give it
+        return k, self.subs[int(k)].read_row(i)
+
+    def read(self, rows: np.ndarray | None, copy: bool) -> tuple[tuple[np.int64, Any], ...]:
+        return tuple(self.read_row(i) for i in (range(len(self.index)) if rows is None else rows.tolist()))
+
+    def assign(self, rows: Any, batch: Any) -> bool:
+        return _assign_rows(self, len(self.index), rows, batch, self.space.contains)
+
+
+class DictBuffer(SpaceBuffer):
+    def __init__(self, subs: dict[str, SpaceBuffer]) -> None:
+        self.subs = subs
+
+    def write(self, i: int, value: Any) -> None:
+        for key, sub in self.subs.items():
+            sub.write(i, value[key])
+
+    def read_row(self, i: int) -> dict[str, Any]:
+        return {key: sub.read_row(i) for key, sub in self.subs.items()}
+
+    def read(self, rows: np.ndarray | None, copy: bool) -> dict[str, Any]:
+        return {key: sub.read(rows, copy) for key, sub in self.subs.items()}
+
+    def assign(self, rows: Any, batch: Any) -> bool:
+        try:
+            parts = [batch[key] for key in self.subs]
+        except (KeyError, TypeError, IndexError):
+            return False
+        return all(sub.assign(rows, part) for sub, part in zip(self.subs.values(), parts, strict=True))
+
+
+class TupleBuffer(SpaceBuffer):
+    def __init__(self, subs: list[SpaceBuffer]) -> None:
+        self.subs = subs
+
+    def write(self, i: int, value: Any) -> None:
+        for sub, part in zip(self.subs, value, strict=True):
+            sub.write(i, part)
+
+    def read_row(self, i: int) -> tuple[Any, ...]:
+        return tuple(sub.read_row(i) for sub in self.subs)
+
+    def read(self, rows: np.ndarray | None, copy: bool) -> tuple[Any, ...]:
+        return tuple(sub.read(rows, copy) for sub in self.subs)
+
+    def assign(self, rows: Any, batch: Any) -> bool:
+        if not isinstance(batch, (tuple, list)) or len(batch) != len(self.subs):
+            return False
+        return all(sub.assign(rows, part) for sub, part in zip(self.subs, batch, strict=True))
+
+
+class PickledBuffer(SpaceBuffer):
+    """Values that are not kept in shared memory: the latest value of each env, batched on read."""
+
+    def __init__(self, space: spaces.Space, num_envs: int) -> None:
+        self.space = space
+        self.values: list[Any] = [None] * num_envs
+
+    def write(self, i: int, value: Any) -> None:
+        self.values[i] = value
+
+    def read_row(self, i: int) -> Any:
+        return self.values[i]
+
+    def read(self, rows: np.ndarray | None, copy: bool) -> Any:
+        values = self.values if rows is None else [self.values[i] for i in rows.tolist()]
+        batch = concatenate(self.space, values, create_empty_array(self.space, len(values)))
+        return copy_module.deepcopy(batch) if copy else batch
+
+
+def space_buffer(space: spaces.Space, views: Any) -> SpaceBuffer:
+    """The buffer of ``space`` over the arena views that :meth:`ArenaLayout.add_space` reserved."""
+    if isinstance(space, spaces.Dict):
+        return DictBuffer({k: space_buffer(s, views[k]) for k, s in space.spaces.items()})
+    if isinstance(space, spaces.Tuple):
+        return TupleBuffer([space_buffer(s, v) for s, v in zip(space.spaces, views, strict=True)])
+    if isinstance(space, spaces.OneOf):
+        subs = [space_buffer(s, v) for s, v in zip(space.spaces, views[1:], strict=True)]
+        return OneOfBuffer(space, views[0], subs)
+    if isinstance(space, spaces.Text):
+        return TextBuffer(space, views)
+    return ArrayBuffer(views)
+
+
+def _assign_rows(buffer: SpaceBuffer, num_rows: int, rows: Any, batch: Any, valid: Any) -> bool:
+    """Write a tuple batch (gymnasium batches Text and OneOf as tuples) row by row, if every value is valid."""
+    ids = range(num_rows)[rows] if isinstance(rows, slice) else rows
+    if not isinstance(batch, (tuple, list)) or len(batch) != len(ids) or not all(valid(v) for v in batch):
+        return False
+    for i, value in zip(ids, batch, strict=True):
+        buffer.write(int(i), value)
+    return True
+
+
+def map_tree(fn: Any, tree: Any) -> Any:
     """Apply ``fn`` to every array of a nested dict/tuple tree."""
     if isinstance(tree, dict):
         return {k: map_tree(fn, t) for k, t in tree.items()}
     if isinstance(tree, tuple):
         return tuple(map_tree(fn, t) for t in tree)
     return fn(tree)
-
-
-def assign_tree(dst: Any, src: Any, rows: Any = slice(None)) -> None:
-    """``dst[rows] = src`` for every array of two matching trees."""
-    if isinstance(dst, dict):
-        for key, sub in dst.items():
-            assign_tree(sub, src[key], rows)
-    elif isinstance(dst, tuple):
-        for sub, part in zip(dst, src, strict=True):
-            assign_tree(sub, part, rows)
-    else:
-        dst[rows] = src

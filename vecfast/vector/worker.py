@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import sys
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from multiprocessing.synchronize import Semaphore
 from typing import Any
 
-import numpy as np
 from gymnasium import Env
 from gymnasium.vector import AutoresetMode
 
+from vecfast.vector.messages import (
+    Attach,
+    Attached,
+    Closed,
+    ControlReply,
+    ControlRequest,
+    EnvFailure,
+    JobReport,
+    StartFailed,
+    WorkerStarted,
+)
 from vecfast.vector.process_cleanup import become_group_leader, watch_owner
-from vecfast.vector.protocol import EnvStatus, Job, ring_size, spin_acquire
-from vecfast.vector.shared_buffers import SharedArena, make_row_reader, make_row_writer
+from vecfast.vector.protocol import EnvStatus, Job, JobRing, spin_acquire
+from vecfast.vector.shared_buffers import SharedArena, space_buffer
 
-_FORBIDDEN_CALLS = ("reset", "step", "close", "set_wrapper_attr")
+FORBIDDEN_CALLS = ("reset", "step", "close")  # the vector env's own methods do these
 
 
 def run_worker(
@@ -35,24 +46,36 @@ def run_worker(
     """Process entry point: build the envs, report their spaces, then serve jobs."""
     become_group_leader()
     watch_owner(owner_pid)
-    envs = []
+    envs: list[Env] = []
     for k, fn in enumerate(env_fns):
         try:
-            envs.append(fn())
+            env = fn()
+            for j, other in enumerate(envs):
+                if env is other:
+                    raise ValueError(
+                        f"env_fns[{env_offset + k}] returned the same env object as env_fns[{env_offset + j}]; "
+                        "each env function must create a new env"
+                    )
+            envs.append(env)
         except Exception as exc:
-            conn.send(("error", (env_offset + k, *_describe(exc))))
+            conn.send(StartFailed(EnvFailure.capture(exc, env_offset + k, index)))
             _close_envs(envs)
             return
     use_one_thread_per_library()
-    conn.send(("spaces", [(env.observation_space, env.action_space) for env in envs], _env_facts(envs[0])))
+    first = envs[0]
+    conn.send(
+        WorkerStarted(
+            [(env.observation_space, env.action_space) for env in envs], dict(first.metadata), first.render_mode
+        )
+    )
     message = conn.recv()
-    if message[0] != "attach":  # the owner gave up (another worker failed)
+    if not isinstance(message, Attach):  # the owner gave up (another worker failed)
         _close_envs(envs)
         return
-    arena = SharedArena(message[1], fd=recv_handle(conn))
+    arena = SharedArena(message.layout, fd=recv_handle(conn))
     arena.close_fd()
-    worker = _Worker(index, envs, env_offset, conn, arena.views(), autoreset_mode, ready_sem, countdown)
-    conn.send(("attached",))
+    worker = _Worker(index, envs, env_offset, conn, arena.views(), message, autoreset_mode, ready_sem, countdown)
+    conn.send(Attached())
     try:
         worker.serve(cmd_sem, spin_seconds)
     finally:
@@ -71,20 +94,15 @@ def use_one_thread_per_library() -> None:
         sys.modules["torch"].set_num_threads(1)
 
 
-def _env_facts(env: Env) -> dict[str, Any]:
-    return {"metadata": dict(env.metadata), "render_mode": env.render_mode}
-
-
-def _describe(exc: BaseException) -> tuple[str, str, str]:
-    return type(exc).__name__, str(exc), traceback.format_exc()
-
-
 def _close_envs(envs: list[Env]) -> None:
     for env in envs:
         try:
             env.close()
         except Exception:
             traceback.print_exc()
+
+
+StepResult = tuple[Any, Any, Any, Any, dict[str, Any]]  # obs, reward, terminated, truncated, info
 
 
 class _Worker:
@@ -95,6 +113,7 @@ class _Worker:
         env_offset: int,
         conn: Connection,
         views: dict[str, Any],
+        attach: Attach,
         autoreset_mode: AutoresetMode,
         ready_sem: Semaphore,
         countdown: Semaphore,
@@ -105,90 +124,97 @@ class _Worker:
         self.envs = envs
         self.offset = env_offset
         self.conn = conn
+        self.ring = JobRing(views, index)
         self.next_step_reset = autoreset_mode == AutoresetMode.NEXT_STEP
         self.same_step_reset = autoreset_mode == AutoresetMode.SAME_STEP
         self.needs_reset = [False] * len(envs)
-        self.write_obs = make_row_writer(views["obs"])
-        self.read_action = make_row_reader(views["action"])
+        # Observations of a space kept out of shared memory go back in the job's report;
+        # actions that do not fit the action buffer come in the job's payload.
+        self.obs_buffer = (
+            None if attach.observation_space is None else space_buffer(attach.observation_space, views["obs"])
+        )
+        self.action_buffer = None if attach.action_space is None else space_buffer(attach.action_space, views["action"])
         self.reward = views["reward"]
         self.terminated = views["terminated"]
         self.truncated = views["truncated"]
         self.status = views["status"]
         self.stepping = views["stepping_env"][index]
-        self.ring_code = views["ring_code"][index]
-        self.ring_mask = views["ring_mask"][index]
-        self.ring_countdown = views["ring_countdown"][index]
         self.step_env = self._make_step_env()
 
     def serve(self, cmd_sem: Semaphore, spin_seconds: float) -> None:
-        ring = ring_size(self.ring_mask.shape[1])
         acquire = cmd_sem.acquire
-        tail = 0
         while True:
             if not acquire(False) and not spin_acquire(acquire, spin_seconds):
                 acquire()
-            slot = tail % ring
-            tail += 1
-            code = self.ring_code[slot]
-            if code == Job.CLOSE:
-                self.conn.send(("closed",))
+            job = self.ring.pop()
+            if job.code == Job.CLOSE:
+                self.conn.send(Closed())
                 return
-            if code == Job.CONTROL:
-                self.conn.send(self.control(*self.conn.recv()))
+            if job.code == Job.CONTROL:
+                self.conn.send(self.control(job.local_envs, self.conn.recv()))
                 continue
-            local = np.flatnonzero(self.ring_mask[slot]).tolist()
-            counts_down = bool(self.ring_countdown[slot])
-            if code == Job.STEP:
-                self.run_job(local, self.step_env, [None] * len(local), counts_down)
+            args = self.conn.recv().args if job.has_payload else None
+            if job.code == Job.STEP:
+                self.run_job(job.local_envs, self.step_env, args, job.counts_down)
             else:
-                self.run_job(local, self.reset_env, self.conn.recv(), counts_down)
+                self.run_job(job.local_envs, self.reset_env, args, job.counts_down)
 
-    def run_job(self, local: list[int], fn: Any, args: list[Any], counts_down: bool) -> None:
-        """Run ``fn`` on each env, then publish results and statuses, then infos and errors by pipe.
+    def run_job(
+        self, local: list[int], fn: Callable[[int, int, Any], StepResult], args: list[Any] | None, counts_down: bool
+    ) -> None:
+        """Run ``fn`` on each env, then publish results and statuses, then a report by pipe.
 
         Scalars and statuses are written once per job, not per env: neighbouring envs of
         another worker share their cache lines, and per-env writes would bounce them.
         """
         done: list[int] = []
+        obs_buffer = self.obs_buffer
         rewards: list[Any] = []
         terminations: list[Any] = []
         truncations: list[Any] = []
-        infos = []
-        failures = []
+        report = JobReport()
         stepping = self.stepping
         offset = self.offset
-        for k, arg in zip(local, args, strict=True):
+        for position, k in enumerate(local):
             env_index = offset + k
             stepping[0] = env_index
             try:
-                reward, terminated, truncated, info = fn(k, env_index, arg)
+                obs, reward, terminated, truncated, info = fn(k, env_index, None if args is None else args[position])
+                if obs_buffer is None:
+                    report.observations[env_index] = obs
+                else:
+                    obs_buffer.write(env_index, obs)
             except Exception as exc:
-                failures.append((env_index, *_describe(exc)))
+                report.failures[env_index] = EnvFailure.capture(exc, env_index, self.index)
                 continue
             done.append(env_index)
             rewards.append(reward)
             terminations.append(terminated)
             truncations.append(truncated)
             if info:
-                infos.append((env_index, info))
+                report.infos[env_index] = info
         stepping[0] = -1
         self.reward[done] = rewards
         self.terminated[done] = terminations
         self.truncated[done] = truncations
         # Each status is written once, final: the owner may read it at any moment.
-        outcome = dict.fromkeys(done, EnvStatus.READY)
-        outcome.update((env_index, EnvStatus.READY_WITH_INFO) for env_index, _ in infos)
-        outcome.update((env_index, EnvStatus.FAILED) for env_index, *_ in failures)
-        self.status[list(outcome)] = list(outcome.values())
+        env_indices = [offset + k for k in local]
+        if report:
+            with_message = report.infos.keys() | report.observations.keys() | report.failures.keys()
+            self.status[env_indices] = [
+                EnvStatus.READY_WITH_MESSAGE if e in with_message else EnvStatus.READY for e in env_indices
+            ]
+        else:
+            self.status[env_indices] = EnvStatus.READY
         # In a countdown batch only the job that finds no token left wakes the owner.
         if not (counts_down and self.countdown.acquire(False)):
             self.ready_sem.release()
         # Sent after the statuses: the owner reads it as soon as it sees them, so a large
-        # message (final observations) can never block both sides.
-        if infos or failures:
-            self.conn.send((infos, failures))
+        # message (observations) can never block both sides.
+        if report:
+            self.conn.send(report)
 
-    def _make_step_env(self) -> Any:
+    def _make_step_env(self) -> Callable[[int, int, Any], StepResult]:
         """Build the per-env step function with everything it touches bound to locals.
 
         It runs once per env step, so attribute lookups are a measurable share of a
@@ -198,10 +224,9 @@ class _Worker:
         needs_reset = self.needs_reset
         next_step_reset = self.next_step_reset
         same_step_reset = self.same_step_reset
-        read_action = self.read_action
-        write_obs = self.write_obs
+        read_action = None if self.action_buffer is None else self.action_buffer.read_row
 
-        def step_env(k: int, env_index: int, _: None) -> tuple[Any, Any, Any, dict[str, Any]]:
+        def step_env(k: int, env_index: int, action: Any) -> StepResult:
             env = envs[k]
             if needs_reset[k]:
                 if not next_step_reset:  # DISABLED: the owner refuses this before sending
@@ -209,44 +234,43 @@ class _Worker:
                 obs, info = env.reset()
                 reward, terminated, truncated = 0.0, False, False
             else:
-                obs, reward, terminated, truncated, info = env.step(read_action(env_index))
+                obs, reward, terminated, truncated, info = env.step(
+                    read_action(env_index) if action is None else action
+                )
                 if same_step_reset and (terminated or truncated):
                     final_obs, final_info = obs, info
                     obs, reset_info = env.reset()
                     info = {"final_obs": final_obs, "final_info": final_info, **reset_info}
             needs_reset[k] = not same_step_reset and bool(terminated or truncated)
-            write_obs(env_index, obs)
-            return reward, terminated, truncated, info
+            return obs, reward, terminated, truncated, info
 
         return step_env
 
-    def reset_env(self, k: int, env_index: int, seed_options: tuple[Any, Any]) -> tuple[Any, Any, Any, dict[str, Any]]:
+    def reset_env(self, k: int, env_index: int, seed_options: tuple[Any, Any]) -> StepResult:
         seed, options = seed_options
         obs, info = self.envs[k].reset(seed=seed, options=options)
         self.needs_reset[k] = False
-        self.write_obs(env_index, obs)
-        return 0.0, False, False, info
+        return obs, 0.0, False, False, info
 
-    def control(self, request: str, local: list[int], payload: Any) -> tuple[str, Any]:
+    def control(self, local: list[int], request: ControlRequest) -> ControlReply:
         """Answer call/get_attr/set_attr/render for the envs ``local``; errors go back too."""
-        try:
-            results = []
-            for position, k in enumerate(local):
-                env = self.envs[k]
-                if request == "render":
+        results = []
+        for position, k in enumerate(local):
+            env = self.envs[k]
+            try:
+                if request.kind == "render":
                     results.append(env.render())
-                elif request == "get_attr":
-                    results.append(env.get_wrapper_attr(payload))
-                elif request == "set_attr":
-                    name, values = payload
-                    env.set_wrapper_attr(name, values[position])
+                elif request.kind == "get_attr":
+                    results.append(env.get_wrapper_attr(request.name))
+                elif request.kind == "set_attr":
+                    env.set_wrapper_attr(request.name, request.values[position])
                     results.append(None)
                 else:  # call
-                    name, args, kwargs = payload
-                    if name in _FORBIDDEN_CALLS:
-                        raise ValueError(f"call({name!r}) is not allowed: use the vector env's `{name}` instead")
-                    attr = env.get_wrapper_attr(name)
-                    results.append(attr(*args, **kwargs) if callable(attr) else attr)
-            return "ok", results
-        except Exception as exc:
-            return "error", (self.offset + k, *_describe(exc))
+                    if request.name in FORBIDDEN_CALLS:
+                        name = request.name
+                        raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly.")
+                    attr = env.get_wrapper_attr(request.name)
+                    results.append(attr(*request.args, **request.kwargs) if callable(attr) else attr)
+            except Exception as exc:
+                return ControlReply(results, EnvFailure.capture(exc, self.offset + k, self.index))
+        return ControlReply(results)

@@ -1,0 +1,120 @@
+"""The pipe half of the owner-worker protocol: one typed message per purpose.
+
+Per step nothing crosses the pipe unless an env has something that does not fit the
+shared arrays: a non-empty info, an error, an observation of a space that is not kept
+in shared memory, or actions that do not fit the action buffer.
+"""
+
+from __future__ import annotations
+
+import traceback as tb
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymnasium import Space
+
+from vecfast.vector.errors import EnvError, make_env_error, pickle_exception, unpickle_exception
+from vecfast.vector.shared_buffers import ArenaLayout
+
+
+@dataclass(frozen=True)
+class EnvFailure:
+    """An exception raised by one env, as it crosses the pipe."""
+
+    env_index: int
+    worker_index: int
+    exc_type: str
+    message: str
+    traceback: str
+    pickled: bytes | None  # the exception itself, when it pickles
+
+    @classmethod
+    def capture(cls, exc: BaseException, env_index: int, worker_index: int) -> EnvFailure:
+        """Call inside the ``except`` block, so the traceback is the env's."""
+        return cls(env_index, worker_index, type(exc).__name__, str(exc), tb.format_exc(), pickle_exception(exc))
+
+    def to_error(self) -> EnvError:
+        return make_env_error(
+            unpickle_exception(self.pickled),
+            self.env_index,
+            self.worker_index,
+            self.exc_type,
+            self.message,
+            self.traceback,
+        )
+
+
+# ---------------------------------------------------------------- start-up
+@dataclass(frozen=True)
+class WorkerStarted:
+    """A worker built its envs: their spaces, and the first env's metadata."""
+
+    spaces: list[tuple[Space, Space]]  # (observation, action) per env
+    metadata: dict[str, Any]
+    render_mode: str | None
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    failure: EnvFailure
+
+
+@dataclass(frozen=True)
+class Attach:
+    """The arena's layout (its file descriptor follows on the pipe) and the spaces kept in it.
+
+    A space of None is not in shared memory: observations go back pickled in job
+    reports, actions come pickled in job payloads.
+    """
+
+    layout: ArenaLayout
+    observation_space: Space | None
+    action_space: Space | None
+
+
+@dataclass(frozen=True)
+class Attached:
+    pass
+
+
+# ---------------------------------------------------------------- jobs
+@dataclass(frozen=True)
+class JobPayload:
+    """Per-env arguments of a job, in the job's env order: ``(seed, options)`` for a reset,
+    the action for a step whose actions do not fit the shared action buffer."""
+
+    args: list[Any]
+
+
+@dataclass
+class JobReport:
+    """What a finished job could not write into shared memory, per env index."""
+
+    infos: dict[int, dict[str, Any]] = field(default_factory=dict)
+    observations: dict[int, Any] = field(default_factory=dict)
+    failures: dict[int, EnvFailure] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.infos or self.observations or self.failures)
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """``call``/``get_attr``/``set_attr``/``render`` on each of a worker's envs."""
+
+    kind: str
+    name: str = ""
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    values: list[Any] | None = None  # set_attr: one value per env of the worker
+
+
+@dataclass(frozen=True)
+class ControlReply:
+    results: list[Any]
+    failure: EnvFailure | None = None
+
+
+@dataclass(frozen=True)
+class Closed:
+    pass

@@ -1,0 +1,216 @@
+"""The owner's side of the worker processes: start, message, watch and stop them."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import send_handle
+from multiprocessing.synchronize import Semaphore
+from typing import Any
+
+import numpy as np
+from gymnasium import Env
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import CloudpickleWrapper
+
+from vecfast.vector.errors import StepTimeoutError, WorkerDiedError
+from vecfast.vector.messages import Attach, JobPayload, StartFailed, WorkerStarted
+from vecfast.vector.process_cleanup import kill_group
+from vecfast.vector.protocol import Job, JobRing
+from vecfast.vector.shared_buffers import SharedArena
+from vecfast.vector.worker import run_worker
+
+LIVENESS_SECONDS = 0.1  # how often a blocked wait checks that workers are alive
+
+
+@dataclass
+class WorkerHandle:
+    index: int
+    process: BaseProcess
+    conn: Connection
+    cmd_sem: Semaphore
+    offset: int
+    size: int
+    groups: list[np.ndarray]  # local env indices of each double-buffer group
+    ring: JobRing | None = field(default=None, repr=False)  # once the arena exists
+
+    @property
+    def env_range(self) -> str:
+        return f"envs {self.offset}-{self.offset + self.size - 1}"
+
+    def death_note(self) -> str:
+        code = self.process.exitcode
+        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        return f"worker {self.index} (pid {self.process.pid}, {self.env_range}) died with {how}"
+
+
+class WorkerPool:
+    """``num_workers`` processes, each owning a contiguous slice of the envs.
+
+    Knows nothing about what a job means: it starts workers, passes messages and jobs,
+    notices deaths and hangs (then ``broken`` says why the pool cannot go on), and stops
+    every process it started, on :meth:`shutdown` or when it is garbage-collected.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        num_workers: int,
+        context: str | None,
+        daemon: bool,
+        autoreset_mode: AutoresetMode,
+        spin_seconds: float,
+        double_buffered: bool,
+        close_timeout: float,
+    ) -> None:
+        ctx = mp.get_context(context)
+        self.ready_sem = ctx.Semaphore(0)
+        # Jobs of one batch count down on this semaphore; only the last to finish wakes
+        # the owner, so a step costs one wake-up, not one per worker.
+        self.countdown = ctx.Semaphore(0)
+        self.workers: list[WorkerHandle] = []
+        self.broken: str | None = None
+        self.close_timeout = close_timeout
+        self._finalizer = weakref.finalize(self, _shutdown, self.workers, close_timeout, False)
+        num_envs = len(env_fns)
+        sizes = [num_envs // num_workers + (w < num_envs % num_workers) for w in range(num_workers)]
+        offset = 0
+        for w, size in enumerate(sizes):
+            parent_conn, child_conn = ctx.Pipe()
+            cmd_sem = ctx.Semaphore(0)
+            fns = [CloudpickleWrapper(fn) for fn in env_fns[offset : offset + size]]
+            args = (w, fns, offset, child_conn, cmd_sem, self.ready_sem, self.countdown, os.getpid())
+            process = ctx.Process(
+                target=run_worker,
+                name=f"vecfast-worker-{w}",
+                args=(*args, autoreset_mode, spin_seconds),
+                daemon=daemon,
+            )
+            process.start()
+            child_conn.close()
+            half = (size + 1) // 2
+            groups = [np.arange(half), np.arange(half, size)] if double_buffered and size > 1 else [np.arange(size)]
+            self.workers.append(WorkerHandle(w, process, parent_conn, cmd_sem, offset, size, groups))
+            offset += size
+        self.env_worker = np.repeat(np.arange(num_workers), sizes)
+        # Double-buffer group of each env: envs of one job share a key.
+        self.group_key = np.concatenate(
+            [w.index * 2 + np.repeat(np.arange(len(w.groups)), [len(g) for g in w.groups]) for w in self.workers]
+        )
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self.workers]
+
+    def started(self) -> list[WorkerStarted]:
+        """Each worker's report once its envs exist; an env that failed to build raises here."""
+        reports = []
+        for w in self.workers:
+            message = self.receive(w, "starting its envs")
+            if isinstance(message, StartFailed):
+                raise message.failure.to_error()
+            reports.append(message)
+        return reports
+
+    def attach(self, arena: SharedArena, attach: Attach) -> None:
+        """Hand every worker the arena; from then on jobs go through its rings."""
+        for w in self.workers:
+            self.send(w, attach)
+            send_handle(w.conn, arena.fd, w.process.pid)
+        for w in self.workers:
+            self.receive(w, "attaching shared memory")
+        views = arena.views()
+        for w in self.workers:
+            w.ring = JobRing(views, w.index)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _shutdown, self.workers, self.close_timeout, True)
+
+    def push(
+        self,
+        w: WorkerHandle,
+        code: Job,
+        local_envs: Any = None,
+        counts_down: bool = False,
+        payload: JobPayload | None = None,
+    ) -> None:
+        if payload is not None:
+            self.send(w, payload)
+        w.ring.push(code, local_envs, counts_down, payload is not None)
+        w.cmd_sem.release()
+
+    def start_countdown(self, jobs: int) -> None:
+        """The next ``jobs`` countdown jobs form one batch: only the last one wakes the owner."""
+        for _ in range(jobs - 1):
+            self.countdown.release()
+
+    def receive(self, w: WorkerHandle, doing: str, timeout: float | None = None) -> Any:
+        """Read one pipe message from worker ``w``, noticing if it dies meanwhile.
+
+        Returns None if ``timeout`` passes first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not w.conn.poll(LIVENESS_SECONDS if deadline is None else min(LIVENESS_SECONDS, timeout)):
+                if not w.process.is_alive():
+                    raise EOFError
+                if deadline is not None:
+                    timeout = deadline - time.monotonic()
+                    if timeout <= 0:
+                        return None
+            return w.conn.recv()
+        except (EOFError, OSError):
+            raise self._died(w, doing) from None
+
+    def send(self, w: WorkerHandle, message: Any) -> None:
+        try:
+            w.conn.send(message)
+        except OSError:
+            raise self._died(w, "receiving a request") from None
+
+    def check_alive(self, doing: str) -> None:
+        for w in self.workers:
+            if not w.process.is_alive():
+                raise self._died(w, doing)
+
+    def hung(self, stepping: np.ndarray, step_timeout: float) -> StepTimeoutError:
+        """Mark the pool broken by a hang; ``stepping[w, 0]`` is the env worker ``w`` is stepping."""
+        hanging = [f"env {e} (worker {w.index})" for w in self.workers if (e := int(stepping[w.index, 0])) >= 0]
+        self.broken = f"{', '.join(hanging) or 'no env'} did not finish within step_timeout={step_timeout} s"
+        return StepTimeoutError(self.broken)
+
+    def _died(self, w: WorkerHandle, doing: str) -> WorkerDiedError:
+        w.process.join(LIVENESS_SECONDS)  # reap it, so that the note has its exit status
+        self.broken = f"{w.death_note()} while {doing}"
+        return WorkerDiedError(self.broken)
+
+    def shutdown(self, timeout: float, graceful: bool, busy: set[int] = frozenset()) -> None:
+        """Stop the workers; ``busy`` ones (still inside a job) are killed, not asked."""
+        self._finalizer.detach()
+        _shutdown(self.workers, timeout, graceful and self.broken is None, busy)
+
+
+def _shutdown(workers: list[WorkerHandle], timeout: float, graceful: bool, busy: set[int] = frozenset()) -> None:
+    """Stop workers (gracefully if asked and possible), then kill whatever is left of their groups."""
+    if graceful:
+        polite = [w for w in workers if w.ring is not None and w.index not in busy and w.process.is_alive()]
+        for w in polite:
+            w.ring.push(Job.CLOSE)
+            w.cmd_sem.release()
+        deadline = time.monotonic() + timeout
+        for w in polite:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+    for w in workers:
+        if w.process.is_alive():  # it may not lead its group yet if it is still starting
+            w.process.kill()
+        # The worker led its own process group: this also reaches simulators it started,
+        # even when the worker itself already died and they were re-parented.
+        kill_group(w.process.pid)
+        w.process.join(1.0)
+        w.conn.close()
