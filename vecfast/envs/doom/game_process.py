@@ -13,8 +13,8 @@ import weakref
 import psutil
 import vizdoom as vzd
 
+from vecfast.envs.doom.ipc import unlink_ipc
 from vecfast.envs.doom.reaper import GameReaper
-from vecfast.vector.process_cleanup import unlink_vizdoom_ipc
 
 # VizDoom's game writes ``./_vizdoom/`` and ``./_vizdoom.ini`` into its working directory;
 # two games creating the directory at once kill one of them. Each game gets a private
@@ -62,7 +62,7 @@ class GameProcess:
                 self.game.init()
             except BaseException:
                 spotter.stop()
-                unlink_vizdoom_ipc(spotter.found)  # the game has exited (init() waited for that)
+                unlink_ipc(spotter.found)  # the game has exited (init() waited for that)
                 for instance_id in spotter.found:
                     reaper.forget(instance_id)
                 raise
@@ -121,5 +121,5 @@ def _mapped_instance_ids() -> set[str]:
 
 def _release(game: vzd.DoomGame, home: str, instance_ids: list[str]) -> None:
     game.close()
-    unlink_vizdoom_ipc(instance_ids)  # gone already unless the game was killed
+    unlink_ipc(instance_ids)  # gone already unless the game was killed
     shutil.rmtree(home, ignore_errors=True)

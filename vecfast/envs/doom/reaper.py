@@ -20,7 +20,8 @@ import threading
 
 import psutil
 
-from vecfast.vector.process_cleanup import kill_processes, unlink_vizdoom_ipc
+from vecfast.envs.doom.ipc import unlink_ipc
+from vecfast.vector.process_cleanup import kill_processes
 
 
 class GameReaper:
@@ -98,6 +99,6 @@ def serve() -> None:
         else:
             games.pop(line[1:].rstrip("\n"), None)
     kill_processes([proc for proc, _ in games.values() if proc is not None])
-    unlink_vizdoom_ipc(games)
+    unlink_ipc(games)
     for _, home in games.values():
         shutil.rmtree(home, ignore_errors=True)
