@@ -281,7 +281,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         """Wait for the reset started by :meth:`reset_async` (``multiprocessing.TimeoutError``
         after ``timeout`` seconds; the reset stays pending and can be waited for again)."""
         call = self._collect_call("reset", timeout)
-        infos = self._take(call.ids)
+        infos = self._take(self._rows(call.ids))
         return self._obs.read(None, self.copy), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -304,7 +304,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         """Wait for the step started by :meth:`step_async` (``multiprocessing.TimeoutError``
         after ``timeout`` seconds; the step stays pending and can be waited for again)."""
         call = self._collect_call("step", timeout)
-        infos = self._take(call.ids)
+        infos = self._take(self._rows(call.ids))
         terminations = self._terminations.copy()
         truncations = self._truncations.copy()
         self._envs.episode_over[:] = terminations | truncations
@@ -425,7 +425,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         jobs = self._jobs(ids, split)
         if countdown:
             self._pool.start_countdown(len(jobs))
-        self._envs.start(ids)
+        self._envs.start(self._rows(ids))
         for w, job_ids in jobs:
             payload = None if args is None else JobPayload([args[e] for e in job_ids.tolist()])
             self._pool.push(w, code, job_ids - w.offset, countdown, payload)
@@ -458,11 +458,12 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
     def _prepare_step(self, actions: Any, ids: np.ndarray) -> dict[int, Any] | None:
         """Check that envs ``ids`` can step and place their actions; per-env actions if they travel pickled."""
-        stale = ids[self._envs.must_reset[ids]]
-        if len(stale):
-            raise RuntimeError(f"envs {stale.tolist()} raised during their last step or reset: reset them first")
-        if self.autoreset_mode == AutoresetMode.DISABLED and self._envs.episode_over[ids].any():
-            done = ids[self._envs.episode_over[ids]].tolist()
+        rows = self._rows(ids)
+        if self._envs.must_reset[rows].any():
+            stale = ids[self._envs.must_reset[rows]].tolist()
+            raise RuntimeError(f"envs {stale} raised during their last step or reset: reset them first")
+        if self.autoreset_mode == AutoresetMode.DISABLED and self._envs.episode_over[rows].any():
+            done = ids[self._envs.episode_over[rows]].tolist()
             raise ValueError(
                 f"envs {done} finished their episodes and autoreset_mode is DISABLED: "
                 "reset them with reset(options={'reset_mask': mask}) before stepping"
@@ -470,7 +471,6 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         space = self._batched_action_space(len(ids))
         if self.check_actions:
             check_action_batch(space, actions, ids)
-        rows = slice(None) if ids is self._all_ids else ids
         if self._actions is not None and self._actions.assign(rows, actions):
             return None
         # As gymnasium does: split the batch per env (its TypeError for a batch that is not
@@ -524,8 +524,8 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         call = self._call
         if call is None or call.name != name:
             raise NoAsyncCallError(f"Calling `{name}_wait` without any prior call to `{name}_async`.", name)
-        ids = call.ids
-        if not self._wait(lambda: not (self._envs.phase[ids] == Phase.RUNNING).any(), timeout):
+        rows = self._rows(call.ids)
+        if not self._wait(lambda: not (self._envs.phase[rows] == Phase.RUNNING).any(), timeout):
             raise mp.TimeoutError(f"The call to `{name}_wait` has timed out after {timeout} second(s).")
         self._call = None
         return call
@@ -577,7 +577,11 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._status[done] = EnvStatus.PENDING
         envs.finish(done)
 
-    def _take(self, ids: np.ndarray) -> dict[str, Any]:
+    def _rows(self, ids: np.ndarray) -> np.ndarray | slice:
+        """``ids`` as an index: a slice for every env, which numpy handles without a gather."""
+        return slice(None) if ids is self._all_ids else ids
+
+    def _take(self, ids: np.ndarray | slice) -> dict[str, Any]:
         """Return DONE envs ``ids`` to IDLE: their infos merged as gymnasium does; an env's failure raises."""
         infos, failure = self._envs.take(ids)
         if failure is not None:

@@ -36,7 +36,7 @@ class EnvTable:
         self.pickled_obs = pickled_obs
         self._finish_count = 0
 
-    def start(self, ids: np.ndarray) -> None:
+    def start(self, ids: np.ndarray | slice) -> None:
         self.phase[ids] = Phase.RUNNING
 
     def absorb(self, report: JobReport) -> None:
@@ -51,7 +51,8 @@ class EnvTable:
         self.phase[ids] = Phase.DONE
         self.finished_at[ids] = self._finish_count
         self._finish_count += 1
-        self.reported.difference_update(ids.tolist())
+        if self.reported:
+            self.reported.difference_update(ids.tolist())
 
     def in_phase(self, phase: Phase, ids: np.ndarray | None = None) -> np.ndarray:
         """Env indices (of ``ids``, default all) in ``phase``."""
@@ -64,9 +65,13 @@ class EnvTable:
         done = self.in_phase(Phase.DONE)
         return done[np.argsort(self.finished_at[done], kind="stable")[:count]]
 
-    def take(self, ids: np.ndarray) -> tuple[list[tuple[int, dict[str, Any]]], EnvFailure | None]:
+    def take(self, ids: np.ndarray | slice) -> tuple[list[tuple[int, dict[str, Any]]], EnvFailure | None]:
         """Return DONE envs to IDLE: their infos in env order, and the first failure among them."""
         self.phase[ids] = Phase.IDLE
+        if not self.infos and not self.failures:
+            return [], None
+        if isinstance(ids, slice):
+            ids = np.arange(len(self.phase))[ids]
         env_list = sorted(ids.tolist())
         infos = [(e, self.infos.pop(e)) for e in env_list if e in self.infos]
         failures = [self.failures.pop(e) for e in env_list if e in self.failures]

@@ -267,6 +267,7 @@ class PickledBuffer(SpaceBuffer):
     def __init__(self, space: spaces.Space, num_envs: int) -> None:
         self.space = space
         self.values: list[Any] = [None] * num_envs
+        self.batch = create_empty_array(space, num_envs)  # what copy=False returns, overwritten by each read
 
     def write(self, i: int, value: Any) -> None:
         self.values[i] = value
@@ -275,9 +276,11 @@ class PickledBuffer(SpaceBuffer):
         return self.values[i]
 
     def read(self, rows: np.ndarray | None, copy: bool) -> Any:
-        values = self.values if rows is None else [self.values[i] for i in rows.tolist()]
-        batch = concatenate(self.space, values, create_empty_array(self.space, len(values)))
-        return copy_module.deepcopy(batch) if copy else batch
+        if rows is not None:
+            values = [self.values[i] for i in rows.tolist()]
+            return copy_module.deepcopy(concatenate(self.space, values, create_empty_array(self.space, len(values))))
+        self.batch = concatenate(self.space, self.values, self.batch)
+        return copy_module.deepcopy(self.batch) if copy else self.batch
 
 
 def space_buffer(space: spaces.Space, views: Any) -> SpaceBuffer:
