@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from envs_for_tests import env_fns, make_env
+from envs_for_tests import env_fns, make_env, sample_value
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import ResizeObservation, TimeLimit, TransformObservation
@@ -72,6 +72,10 @@ def bridged(env_fn: Callable[[], gym.Env]) -> gym.Env:
     return SB3Bridge(env_fn())
 
 
+def monitored(env_fn: Callable[[], gym.Env]) -> gym.Env:
+    return Monitor(env_fn())
+
+
 ENV_KINDS: dict[str, Callable[[], list[Callable[[], gym.Env]]]] = {
     "cartpole": lambda: [functools.partial(gym.make, "CartPole-v1", max_episode_steps=n) for n in CARTPOLE_LIMITS],
     "dict_obs": lambda: [functools.partial(make_dict_env, i) for i in range(NUM_ENVS)],
@@ -79,11 +83,14 @@ ENV_KINDS: dict[str, Callable[[], list[Callable[[], gym.Env]]]] = {
 }
 
 
-def random_actions(space: spaces.Space, num_envs: int, rng: np.random.Generator) -> np.ndarray:
-    """A batch of actions shaped as SB3 algorithms pass them."""
+def random_actions(space: spaces.Space, num_envs: int, rng: np.random.Generator) -> np.ndarray | list[Any]:
+    """A batch of actions shaped as SB3 passes them: an array, or one action per env for Dict/Tuple spaces."""
     if isinstance(space, spaces.Discrete):
         return rng.integers(space.start, space.start + space.n, num_envs)
-    return rng.uniform(space.low, space.high, (num_envs, *space.shape)).astype(space.dtype)
+    if isinstance(space, spaces.Box):
+        return rng.uniform(space.low, space.high, (num_envs, *space.shape)).astype(space.dtype)
+    rows = [sample_value(space, rng) for _ in range(num_envs)]
+    return rows if isinstance(space, (spaces.Dict, spaces.Tuple)) else np.stack(rows)
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -381,15 +388,29 @@ def test_without_bridges(make_adapter):
         ours.env_method("scaled_state", 2, indices=[1])
     with pytest.raises(NotImplementedError, match="SB3Bridge"):
         ours.set_attr("reward_scale", 1.0, indices=[1])
-    with pytest.raises(AttributeError, match="SB3Bridge"):
-        ours.env_is_wrapped(TimeLimit)
     with pytest.raises(AttributeError):
         ours.get_attr("no_such_thing")
-    monitored = VecMonitor(ours)  # VecMonitor asks env_is_wrapped(Monitor) and copes
-    monitored.reset()
+    vec_monitor = VecMonitor(ours)
+    vec_monitor.reset()
     for _ in range(40):
-        monitored.step(np.zeros((NUM_ENVS, 2), np.float32))
-    assert monitored.episode_count > 0
+        vec_monitor.step(np.zeros((NUM_ENVS, 2), np.float32))
+    assert vec_monitor.episode_count > 0
+
+
+@pytest.mark.timeout(60)
+def test_env_is_wrapped_without_bridges(make_adapter):
+    """Asked through the workers, per env, as DummyVecEnv answers: VecMonitor warns that it
+    overwrites Monitor's statistics, as it does over SB3's VecEnvs."""
+    fns = [functools.partial(monitored, fn) if i % 2 == 0 else fn for i, fn in enumerate(ENV_KINDS["box"]())]
+    ours = make_adapter(fns, bridge=False)
+    reference = DummyVecEnv(fns)
+    for wrapper_class in (Monitor, TimeLimit, gym.Wrapper, gym.ObservationWrapper, SB3Bridge):
+        for indices in (None, [3, -1], 2):
+            expected = reference.env_is_wrapped(wrapper_class, indices)
+            assert ours.env_is_wrapped(wrapper_class, indices) == expected, (wrapper_class, indices)
+    assert ours.env_is_wrapped(Monitor) == [True, False, True, False, True]
+    with pytest.warns(UserWarning, match="already wrapped with a `Monitor`"):
+        VecMonitor(ours)
 
 
 @pytest.mark.timeout(30)

@@ -8,7 +8,11 @@ SB3's ``VecEnv`` contract differs from gymnasium's vector API in ways this modul
 * infos are a list of per-env dicts, not one dict of batched arrays with ``_key`` masks;
 * seeds and options are stored (``seed``, ``set_options``) and applied at the next
   ``reset()``, which returns observations only;
-* ``env_method``/``get_attr``/``set_attr``/``env_is_wrapped`` take env indices.
+* ``env_method``/``get_attr``/``set_attr``/``env_is_wrapped`` take env indices (negative
+  ones count from the end, as in a list);
+* Dict and Tuple actions come one per env (``actions[i]`` is env ``i``'s), not batched;
+* actions go to the envs as they are (the env decides what it accepts), and ``reset``
+  passes ``options`` only when some were set, so envs whose ``reset`` takes none work.
 
 Requires ``stable-baselines3`` (``pip install vecfast[sb3]``).
 """
@@ -16,12 +20,14 @@ Requires ``stable-baselines3`` (``pip install vecfast[sb3]``).
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from stable_baselines3.common.env_util import is_wrapped
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
@@ -37,18 +43,30 @@ _PYTHON_SCALAR_DTYPES = frozenset({np.dtype(np.bool_), np.dtype(np.int64), np.dt
 
 
 class SB3Bridge(gym.Wrapper):
-    """Outermost wrapper of each env that lets :class:`SB3VecEnv` act on chosen envs only.
+    """Outermost wrapper of each env that lets :class:`SB3VecEnv` act on chosen envs only
+    and reset envs as SB3 does.
 
     gymnasium's ``VectorEnv.call``/``set_attr`` reach every env, while SB3's
     ``env_method``/``get_attr``/``set_attr``/``env_is_wrapped`` take indices, set attributes
     on the env's outermost layer and inspect its wrapper chain, which only code next to
     the env can do. :class:`SB3VecEnv` numbers the bridges once (``sb3_index``); then one
     ``call("sb3_call", ...)`` reaches every env and each bridge acts only if its number
-    is among the indices. :func:`make_vec_env` adds it; add it yourself (as the last
-    wrapper) to vector envs you build, for those methods to behave exactly as in SB3.
+    is among the indices. It also passes ``options`` on only when there are some.
+    :func:`make_vec_env` adds it; add it yourself (as the last wrapper) to vector envs you
+    build, for those methods to behave exactly as in SB3.
     """
 
     sb3_index: int | None = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the env, passing ``options`` only if there are some, as SB3's VecEnvs do.
+
+        gymnasium's vector envs always pass ``options`` (``None``, or what is left once
+        ``reset_mask`` is popped); envs written before gymnasium had it take none.
+        """
+        if not kwargs.get("options"):
+            kwargs.pop("options", None)
+        return self.env.reset(**kwargs)
 
     def sb3_call(self, indices: list[int], request: str, name: Any, args: tuple, kwargs: dict) -> list[Any]:
         """Run ``request`` on the wrapped env once per occurrence of ``sb3_index`` in ``indices``."""
@@ -78,12 +96,12 @@ class SB3VecEnv(VecEnv):
     ``reset(options={"reset_mask": dones})``, which costs one more round trip to the
     workers on every step where an episode ends.
 
-    ``env_method``, ``set_attr`` and ``env_is_wrapped`` on chosen envs need every env
-    wrapped in :class:`SB3Bridge`; without it they work on all envs at once (through
+    ``env_method`` and ``set_attr`` on chosen envs need every env wrapped in
+    :class:`SB3Bridge`, as does a ``reset`` without ``options`` for envs whose ``reset``
+    takes none; without it ``env_method``/``set_attr`` work on all envs at once (through
     the vector env's ``call``/``set_attr``, which set an attribute where a wrapper
-    defines it rather than on the outermost layer) and ``env_is_wrapped`` raises
-    ``AttributeError``, as SB3 expects of VecEnvs that cannot tell (``VecMonitor`` then
-    assumes no ``Monitor``).
+    defines it rather than on the outermost layer) and ``env_is_wrapped`` matches the
+    wrappers by class name (see :meth:`env_is_wrapped`).
 
     Args:
         vector_env: the vector env; the adapter owns it from now on (``close`` closes it).
@@ -97,7 +115,7 @@ class SB3VecEnv(VecEnv):
         # the next step overwrites would corrupt its rollouts.
         self._copy_obs = getattr(vector_env.unwrapped, "copy", True) is False
         self._bridged = self._number_bridges()
-        self._actions: np.ndarray | None = None
+        self._actions: Any = None
         super().__init__(vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space)
         self.metadata = vector_env.metadata  # the envs' metadata, as DummyVecEnv reports it
 
@@ -138,6 +156,8 @@ class SB3VecEnv(VecEnv):
         return _copy_tree(obs) if self._copy_obs else obs
 
     def step_async(self, actions: np.ndarray) -> None:
+        if isinstance(self.action_space, (spaces.Dict, spaces.Tuple)):
+            actions = _batch_actions(self.action_space, list(actions))
         self._actions = actions
 
     def step_wait(self) -> VecEnvStepReturn:
@@ -189,7 +209,7 @@ class SB3VecEnv(VecEnv):
             return self._bridge_call("get_attr", attr_name, indices)
         with _as_attribute_error():
             values = self.vector_env.get_attr(attr_name)
-        return [values[i] for i in self._get_indices(indices)]
+        return [values[i] for i in self._env_ids(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         if self._bridged:
@@ -209,26 +229,37 @@ class SB3VecEnv(VecEnv):
         return [results[i] for i in ids]
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        if not self._bridged:
-            raise AttributeError(
-                "env_is_wrapped needs each env wrapped in vecfast.wrappers.sb3.SB3Bridge "
-                "(vecfast.wrappers.sb3.make_vec_env does this)"
-            )
-        return self._bridge_call("env_is_wrapped", wrapper_class, indices)
+        """Whether each env has a wrapper that is a ``wrapper_class`` (SB3's ``is_wrapped``).
+
+        Without :class:`SB3Bridge` no code of ours runs next to the envs, and their
+        wrappers need not pickle; gymnasium's ``str(env)`` names every layer
+        (``<Outer<Inner<Env ...>>>``), so an env counts as wrapped if a layer has the name
+        of ``wrapper_class`` or of a subclass of it imported in this process.
+        """
+        if self._bridged:
+            return self._bridge_call("env_is_wrapped", wrapper_class, indices)
+        names = _class_names(wrapper_class)
+        descriptions = self.vector_env.call("__str__")
+        return [not names.isdisjoint(_layer_names(descriptions[i])) for i in self._env_ids(indices)]
 
     def has_attr(self, attr_name: str) -> bool:
         """Whether every env has ``attr_name`` (asked in place: the value need not pickle)."""
         return all(self.vector_env.call("has_wrapper_attr", attr_name))
 
+    def _env_ids(self, indices: VecEnvIndices) -> list[int]:
+        """``indices`` as env numbers, read as list indices are (``-1`` is the last env)."""
+        envs = range(self.num_envs)
+        return [envs[i] for i in self._get_indices(indices)]
+
     def _bridge_call(self, request: str, name: Any, indices: VecEnvIndices, *args: Any, **kwargs: Any) -> list[Any]:
-        ids = [int(i) for i in self._get_indices(indices)]
+        ids = self._env_ids(indices)
         with _as_attribute_error():
             replies = self.vector_env.call("sb3_call", ids, request, name, args, kwargs)
         answers = [iter(reply) for reply in replies]
         return [next(answers[i]) for i in ids]
 
     def _require_all(self, indices: VecEnvIndices, method: str) -> list[int]:
-        ids = [int(i) for i in self._get_indices(indices)]
+        ids = self._env_ids(indices)
         if sorted(ids) != list(range(self.num_envs)):
             raise NotImplementedError(
                 f"{method} on some envs only (indices={ids}) needs each env wrapped in "
@@ -239,13 +270,40 @@ class SB3VecEnv(VecEnv):
 
 @contextlib.contextmanager
 def _as_attribute_error() -> Iterator[None]:
-    """Re-raise a worker's AttributeError as one, so that ``has_attr``-style checks work."""
+    """Re-raise a worker's AttributeError as one, so that ``has_attr``-style checks work.
+
+    (Vector envs whose ``EnvError`` is already an instance of the env's exception type
+    need no conversion.)
+    """
     try:
         yield
     except EnvError as exc:
-        if exc.exc_type == "AttributeError":
+        if exc.exc_type == "AttributeError" and not isinstance(exc, AttributeError):
             raise AttributeError(str(exc)) from exc
         raise
+
+
+def _class_names(cls: type) -> set[str]:
+    """Names of ``cls`` and of its subclasses imported in this process."""
+    return {cls.__name__}.union(*(_class_names(sub) for sub in cls.__subclasses__()))
+
+
+def _layer_names(description: str) -> list[str]:
+    """The names that open gymnasium's ``str(env)``, ``<Outer<Inner<Env<spec-id>>>>``: the
+    layers' class names, then perhaps the start of the spec id."""
+    return re.findall(r"<(\w+)", re.match(r"(?:<\w+)*", description).group())
+
+
+def _batch_actions(space: spaces.Space, rows: list[Any]) -> Any:
+    """One action per env (SB3's layout) as gymnasium's batch: dicts and tuples of arrays.
+
+    Values are stacked as they are; the vector env casts them to the space's dtypes.
+    """
+    if isinstance(space, spaces.Dict):
+        return {key: _batch_actions(sub, [row[key] for row in rows]) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_batch_actions(sub, [row[i] for row in rows]) for i, sub in enumerate(space.spaces))
+    return np.stack(rows)
 
 
 def _unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
