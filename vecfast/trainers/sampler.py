@@ -7,6 +7,8 @@ to finish (``recv``), runs the policy on that batch, sends their actions (``send
 writes every step into trajectory slots; a finished trajectory goes to the learner's
 queue. The learner publishes new weights into the policy worker's model after each
 gradient step (:meth:`PolicyWorker.publish`), so the next batch already acts with them.
+A vector env without ``send``/``recv`` (or behind a wrapper that does not forward them)
+is stepped whole instead (:class:`StepAsRecv`), with a warning that names the cause.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ import copy
 import queue
 import threading
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.vector import VectorEnv
+from gymnasium.vector import VectorEnv, VectorWrapper
 
 from vecfast.trainers.episodes import EpisodeTracker
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
 from vecfast.trainers.storage import Trajectories
+from vecfast.wrappers.base import has_async_api
 
 POLL_SECONDS = 0.1  # how often a blocked thread checks whether it must stop
 
@@ -51,11 +55,32 @@ class StepAsRecv:
 
 
 def async_api(env: VectorEnv) -> Any:
-    """The env itself if it can ``send``/``recv`` (vecfast's AsyncSharedMemVectorEnv), else :class:`StepAsRecv`."""
-    base = env.unwrapped
-    if env is base and all(hasattr(env, name) for name in ("send", "recv", "async_reset")):
+    """The env itself if it can ``send``/``recv``, else :class:`StepAsRecv`, with a warning that says why.
+
+    vecfast's AsyncSharedMemVectorEnv can, also through vecfast's wrappers; other
+    wrappers (gymnasium's) do not forward the API, and other vector envs lack it.
+    """
+    if has_async_api(env):
         return env
+    warnings.warn(
+        f"APPO samples with synchronous steps of all {env.num_envs} envs at once, without double buffering "
+        f"(about half as fast): {_async_api_missing(env)}. vecfast's AsyncSharedMemVectorEnv has "
+        "send/recv/async_reset, and the wrappers in vecfast.wrappers forward them.",
+        stacklevel=2,
+    )
     return StepAsRecv(env)
+
+
+def _async_api_missing(env: VectorEnv) -> str:
+    """What stops the async API: the innermost layer of ``env``'s wrapper stack that lacks it."""
+    layers = [env]
+    while isinstance(layers[-1], VectorWrapper):
+        layers.append(layers[-1].env)
+    culprit = next(layer for layer in reversed(layers) if not has_async_api(layer))
+    name = f"{type(culprit).__module__}.{type(culprit).__qualname__}"
+    if isinstance(culprit, VectorWrapper):
+        return f"the wrapper {name} does not forward send/recv/async_reset"
+    return f"the vector env {name} has no send/recv/async_reset"
 
 
 class PolicyWorker(threading.Thread):

@@ -1,6 +1,6 @@
 """Batched vector-env wrappers and adapters for other libraries (Stable-Baselines3)."""
 
-from vecfast.wrappers.base import BatchObservationWrapper, SingleObservationWrapper
+from vecfast.wrappers.base import AsyncVectorWrapper, BatchObservationWrapper, SingleObservationWrapper, has_async_api
 from vecfast.wrappers.episode_stats import RecordEpisodeStatistics
 from vecfast.wrappers.frame_stack import FrameStackObservation
 from vecfast.wrappers.image import (
@@ -16,6 +16,7 @@ from vecfast.wrappers.pettingzoo import pettingzoo_to_vector
 from vecfast.wrappers.reward import ClipReward, NormalizeReward, ScaleReward
 
 __all__ = [
+    "AsyncVectorWrapper",
     "BatchObservationWrapper",
     "ChannelOrderObservation",
     "ClipReward",
@@ -30,5 +31,6 @@ __all__ = [
     "SingleGrayscaleObservation",
     "SingleObservationWrapper",
     "SingleResizeObservation",
+    "has_async_api",
     "pettingzoo_to_vector",
 ]

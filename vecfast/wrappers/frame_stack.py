@@ -9,7 +9,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.utils import create_zero_array
 
-from vecfast.wrappers.base import BatchObservationWrapper, get_entry, reset_mask_of, with_entry
+from vecfast.wrappers.base import BatchObservationWrapper, StepResult, get_entry, with_entry
 
 __all__ = ["FrameStackObservation"]
 
@@ -31,6 +31,8 @@ class FrameStackObservation(BatchObservationWrapper):
       so it starts a new stack, and ``info["final_obs"]`` gets the old stack plus the
       final frame.
     * DISABLED and ``reset(options={"reset_mask": m})``: only the envs in ``m`` restart.
+    * ``recv`` (EnvPool's API): the envs in ``info["env_id"]`` push their frames, as
+      with ``step``; after ``async_reset`` their first frames start new stacks.
 
     Each call returns a new array, so earlier observations are never overwritten.
 
@@ -60,7 +62,6 @@ class FrameStackObservation(BatchObservationWrapper):
         self.set_entry_space(batch_space(self.entry_space, self.stack_size))
         self._zero = create_zero_array(self.entry_space)
         self._stacks = np.zeros((self.num_envs, *self.single_entry_shape), self.entry_space.dtype)
-        self._prev_done = np.zeros(self.num_envs, bool)
 
     @property
     def single_entry_shape(self) -> tuple[int, ...]:
@@ -82,32 +83,22 @@ class FrameStackObservation(BatchObservationWrapper):
         pushed[:, -1] = frames
         return pushed
 
-    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
-        mask = reset_mask_of(options, self.num_envs)  # before the vector env pops it
-        obs, infos = self.env.reset(seed=seed, options=options)
-        stacks = self._stacks.copy()
-        stacks[mask] = self._restart(get_entry(obs, self.key)[mask])
-        self._stacks = stacks
-        self._prev_done[mask] = False
-        return with_entry(obs, self.key, stacks), infos
+    def on_reset(self, observations: Any, infos: dict[str, Any], mask: np.ndarray) -> tuple[Any, dict[str, Any]]:
+        self._stacks[mask] = self._restart(get_entry(observations, self.key)[mask])
+        return with_entry(observations, self.key, self._stacks.copy()), infos
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        obs, rewards, terminations, truncations, infos = self.env.step(actions)
-        infos = self.final_observations(infos)  # SAME_STEP; reads the stacks before this step
+    def on_step(self, result: StepResult, ids: np.ndarray, starting: np.ndarray) -> StepResult:
+        obs, rewards, terminations, truncations, infos = result
+        infos = self.final_observations(infos, ids)  # SAME_STEP; reads the stacks before this step
         frames = get_entry(obs, self.key)
-        stacks = self._push(self._stacks, frames)
-        done = terminations | truncations
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            restart = self._prev_done  # this step reset those envs
-        elif self.autoreset_mode == AutoresetMode.SAME_STEP:
-            restart = done  # their observation is the next episode's first
-        else:
-            restart = np.zeros(self.num_envs, bool)
+        stacks = self._push(self._stacks[ids], frames)
+        restart = starting  # reset results: after async_reset, and NEXT_STEP's step after an episode end
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            restart = restart | terminations | truncations  # their observation is the next episode's first
         if restart.any():
             stacks[restart] = self._restart(frames[restart])
-        self._stacks = stacks
-        self._prev_done = done
+        self._stacks[ids] = stacks
         return with_entry(obs, self.key, stacks), rewards, terminations, truncations, infos
 
-    def transform_final(self, batch: np.ndarray, row: int) -> np.ndarray:
-        return self._push(self._stacks[row : row + 1], batch)
+    def transform_final(self, batch: np.ndarray, env_id: int) -> np.ndarray:
+        return self._push(self._stacks[env_id : env_id + 1], batch)

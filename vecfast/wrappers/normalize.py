@@ -10,7 +10,7 @@ from gymnasium import spaces
 from gymnasium.vector import VectorEnv
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from vecfast.wrappers.base import BatchObservationWrapper, get_entry, reset_mask_of, with_entry
+from vecfast.wrappers.base import BatchObservationWrapper, get_entry, with_entry
 
 __all__ = ["NormalizeObservation"]
 
@@ -26,6 +26,7 @@ class NormalizeObservation(BatchObservationWrapper):
     * SAME_STEP works (``info["final_obs"]`` is normalised, without updating);
     * partial resets work, updating only with the envs that were reset (the others'
       rows repeat their last observation);
+    * ``recv`` batches (EnvPool's API) update the statistics with the envs they hold;
     * statistics are float64 whatever the observation dtype (gymnasium's are float32,
       whose running means stall after millions of samples); outputs agree with
       gymnasium's to float32 precision;
@@ -66,16 +67,14 @@ class NormalizeObservation(BatchObservationWrapper):
             self.obs_rms.update(batch)
         return self.normalize(batch)
 
-    def transform_final(self, batch: np.ndarray, row: int) -> np.ndarray:
+    def transform_final(self, batch: np.ndarray, env_id: int) -> np.ndarray:
         return self.normalize(batch)
 
-    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
-        mask = reset_mask_of(options, self.num_envs)  # before the vector env pops it
-        obs, infos = self.env.reset(seed=seed, options=options)
-        batch = get_entry(obs, self.key)
+    def on_reset(self, observations: Any, infos: dict[str, Any], mask: np.ndarray) -> tuple[Any, dict[str, Any]]:
+        batch = get_entry(observations, self.key)
         if self.update_running_mean:
             self.obs_rms.update(batch[mask])
-        return with_entry(obs, self.key, self.normalize(batch)), infos
+        return with_entry(observations, self.key, self.normalize(batch)), infos
 
     # ----------------------------------------------------------------- statistics
     def state_dict(self) -> dict[str, np.ndarray]:
