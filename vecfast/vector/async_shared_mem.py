@@ -415,7 +415,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
     # ----------------------------------------------------------------- dispatch
     def _dispatch(
-        self, code: Job, ids: np.ndarray, split: bool, countdown: bool, args: dict[int, Any] | None = None
+        self, code: int, ids: np.ndarray, split: bool, countdown: bool, args: dict[int, Any] | None = None
     ) -> None:
         """Queue one job per worker (one per double-buffer group with ``split``) covering envs ``ids``.
 
@@ -546,7 +546,6 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             self._next_liveness_check = now + LIVENESS_SECONDS
             self._pool.check_alive("stepping")
         acquire = self._pool.ready_sem.acquire
-        self._collect()
         while not until():
             wake = LIVENESS_SECONDS if deadline is None else min(LIVENESS_SECONDS, max(0.0, deadline - now))
             if not acquire(timeout=wake):

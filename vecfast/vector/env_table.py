@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -11,7 +10,9 @@ from vecfast.vector.messages import EnvFailure, JobReport
 from vecfast.vector.shared_buffers import PickledBuffer
 
 
-class Phase(IntEnum):
+class Phase:
+    """Where an env is (plain ints: read on every step, where enum lookups cost microseconds)."""
+
     IDLE = 0  # results returned (or never asked for)
     RUNNING = 1  # in a job that a worker has not finished
     DONE = 2  # finished, results not yet returned to the caller

@@ -15,7 +15,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -23,14 +22,16 @@ import numpy as np
 from vecfast.vector.shared_buffers import ArenaLayout
 
 
-class Job(IntEnum):
+class Job:
+    """Job codes (plain ints: read on every step, where enum lookups cost microseconds)."""
+
     STEP = 1
     RESET = 2
     CONTROL = 3  # call/get_attr/set_attr/render; request and reply on the pipe
     CLOSE = 4
 
 
-class EnvStatus(IntEnum):
+class EnvStatus:
     """Per-env result state in shared memory; the owner sets it back to PENDING."""
 
     PENDING = 0
@@ -42,7 +43,7 @@ class EnvStatus(IntEnum):
 class JobSlot:
     """One job as the worker reads it."""
 
-    code: Job
+    code: int  # a Job code
     local_envs: list[int]  # the worker's own env positions
     counts_down: bool  # part of a batch that wakes the owner once, when its last job ends
     has_payload: bool  # a :class:`~vecfast.vector.messages.JobPayload` follows on the pipe
@@ -73,7 +74,7 @@ class JobRing:
         layout.add("ring_countdown", (num_workers, slots), "bool")
         layout.add("ring_payload", (num_workers, slots), "bool")
 
-    def push(self, code: Job, local_envs: Any = None, counts_down: bool = False, has_payload: bool = False) -> None:
+    def push(self, code: int, local_envs: Any = None, counts_down: bool = False, has_payload: bool = False) -> None:
         """Owner side: write the next slot (the caller then posts the worker's semaphore)."""
         slot = self.head % len(self.code)
         self.head += 1
@@ -90,7 +91,7 @@ class JobRing:
         slot = self.tail % len(self.code)
         self.tail += 1
         return JobSlot(
-            Job(int(self.code[slot])),
+            int(self.code[slot]),
             np.flatnonzero(self.mask[slot]).tolist(),
             bool(self.counts_down[slot]),
             bool(self.has_payload[slot]),

@@ -135,7 +135,7 @@ class WorkerPool:
     def push(
         self,
         w: WorkerHandle,
-        code: Job,
+        code: int,
         local_envs: Any = None,
         counts_down: bool = False,
         payload: JobPayload | None = None,
