@@ -21,13 +21,15 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 from vecfast.vector.action_check import check_action_batch, check_reset_mask
 from vecfast.vector.env_table import EnvTable, Phase
 from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport
+from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots
 from vecfast.vector.protocol import EnvStatus, Job, JobRing, reserve_result_arrays
 from vecfast.vector.shared_buffers import (
     ArenaLayout,
     PickledBuffer,
     SharedArena,
-    SpaceBuffer,
     fits_shared_memory,
+    is_array_tree,
+    slot_buffers,
     space_buffer,
 )
 from vecfast.vector.worker_pool import LIVENESS_SECONDS, WorkerPool
@@ -193,11 +195,14 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.render_mode = reports[0].render_mode
 
-        obs_shared = self.shared_memory and fits_shared_memory(self.single_observation_space)
+        obs_space = self.single_observation_space
+        obs_shared = self.shared_memory and fits_shared_memory(obs_space)
+        # Lending slots instead of copying them needs a batch of arrays to lend.
+        obs_slots = LENDING_SLOTS if obs_shared and self.copy and is_array_tree(obs_space) else 1
         actions_shared = fits_shared_memory(self.single_action_space)
         layout = ArenaLayout()
         if obs_shared:
-            layout.add_space("obs", self.single_observation_space, self.num_envs)
+            layout.add_space("obs", obs_space, self.num_envs, slots=obs_slots)
         if actions_shared:
             layout.add_space("action", self.single_action_space, self.num_envs)
         layout.add("reward", (self.num_envs,), np.float64)
@@ -210,14 +215,19 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             arena,
             Attach(
                 layout,
-                self.single_observation_space if obs_shared else None,
+                obs_space if obs_shared else None,
                 self.single_action_space if actions_shared else None,
+                obs_slots,
             ),
         )
         arena.close_fd()
         views = arena.views()
-        pickled_obs = None if obs_shared else PickledBuffer(self.single_observation_space, self.num_envs)
-        self._obs: SpaceBuffer = pickled_obs or space_buffer(self.single_observation_space, views["obs"])
+        pickled_obs = None if obs_shared else PickledBuffer(obs_space, self.num_envs)
+        if obs_shared:
+            lending = (arena, layout.specs["obs"]) if obs_slots > 1 else (None, None)
+            self._obs = ObservationSlots(slot_buffers(obs_space, views["obs"], obs_slots), self.num_envs, *lending)
+        else:
+            self._obs = ObservationSlots([pickled_obs], self.num_envs)
         self._actions = space_buffer(self.single_action_space, views["action"]) if actions_shared else None
         self._rewards = views["reward"]
         self._terminations = views["terminated"]
@@ -426,9 +436,10 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         if countdown:
             self._pool.start_countdown(len(jobs))
         self._envs.start(self._rows(ids))
+        obs_slot = self._obs.writing(self._rows(ids))
         for w, job_ids in jobs:
             payload = None if args is None else JobPayload([args[e] for e in job_ids.tolist()])
-            self._pool.push(w, code, job_ids - w.offset, countdown, payload)
+            self._pool.push(w, code, job_ids - w.offset, countdown, payload, obs_slot)
 
     def _jobs(self, ids: np.ndarray, split: bool) -> list[tuple[Any, np.ndarray]]:
         """(worker, env ids) of each job; the jobs covering every env are computed once."""

@@ -64,12 +64,14 @@ class Attach:
     """The arena's layout (its file descriptor follows on the pipe) and the spaces kept in it.
 
     A space of None is not in shared memory: observations go back pickled in job
-    reports, actions come pickled in job payloads.
+    reports, actions come pickled in job payloads. Observations are kept
+    ``observation_slots`` times over (:mod:`vecfast.vector.observation_slots`).
     """
 
     layout: ArenaLayout
     observation_space: Space | None
     action_space: Space | None
+    observation_slots: int = 1
 
 
 @dataclass(frozen=True)

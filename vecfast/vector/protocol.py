@@ -47,6 +47,7 @@ class JobSlot:
     local_envs: list[int]  # the worker's own env positions
     counts_down: bool  # part of a batch that wakes the owner once, when its last job ends
     has_payload: bool  # a :class:`~vecfast.vector.messages.JobPayload` follows on the pipe
+    obs_slot: int  # which copy of the observation batch the envs write (see observation_slots)
 
 
 class JobRing:
@@ -63,6 +64,7 @@ class JobRing:
         self.mask = views["ring_mask"][worker_index]
         self.counts_down = views["ring_countdown"][worker_index]
         self.has_payload = views["ring_payload"][worker_index]
+        self.obs_slot = views["ring_obs_slot"][worker_index]
         self.head = 0
         self.tail = 0
 
@@ -73,13 +75,22 @@ class JobRing:
         layout.add("ring_mask", (num_workers, slots, max_local_envs), "bool")
         layout.add("ring_countdown", (num_workers, slots), "bool")
         layout.add("ring_payload", (num_workers, slots), "bool")
+        layout.add("ring_obs_slot", (num_workers, slots), "int8")
 
-    def push(self, code: int, local_envs: Any = None, counts_down: bool = False, has_payload: bool = False) -> None:
+    def push(
+        self,
+        code: int,
+        local_envs: Any = None,
+        counts_down: bool = False,
+        has_payload: bool = False,
+        obs_slot: int = 0,
+    ) -> None:
         """Owner side: write the next slot (the caller then posts the worker's semaphore)."""
         slot = self.head % len(self.code)
         self.head += 1
         self.counts_down[slot] = counts_down
         self.has_payload[slot] = has_payload
+        self.obs_slot[slot] = obs_slot
         mask = self.mask[slot]
         mask[:] = False
         if local_envs is not None:
@@ -95,6 +106,7 @@ class JobRing:
             np.flatnonzero(self.mask[slot]).tolist(),
             bool(self.counts_down[slot]),
             bool(self.has_payload[slot]),
+            int(self.obs_slot[slot]),
         )
 
 

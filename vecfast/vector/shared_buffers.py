@@ -32,6 +32,15 @@ _ALIGN = 64  # cache-line alignment keeps workers from sharing lines of differen
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
+def is_array_tree(space: spaces.Space) -> bool:
+    """Whether a batch of ``space`` is numpy arrays only (nested in dicts and tuples)."""
+    if isinstance(space, spaces.Dict):
+        return all(is_array_tree(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return all(is_array_tree(s) for s in space.spaces)
+    return type(space) in _ARRAY_SPACES
+
+
 def fits_shared_memory(space: spaces.Space) -> bool:
     """Whether every value of ``space`` has one fixed-size array layout."""
     if isinstance(space, spaces.Dict):
@@ -67,20 +76,22 @@ class ArenaLayout:
     def add(self, name: str, shape: tuple[int, ...], dtype: Any) -> None:
         self.specs[name] = self.add_array(shape, dtype)
 
-    def add_space(self, name: str, single_space: spaces.Space, n: int) -> None:
-        """Reserve the arrays of ``n`` values of ``single_space`` (which must fit shared memory)."""
-        self.specs[name] = self._space_tree(single_space, n)
+    def add_space(self, name: str, single_space: spaces.Space, n: int, slots: int | None = None) -> None:
+        """Reserve the arrays of ``n`` values of ``single_space`` (which must fit shared memory),
+        ``slots`` times over when given (a leading axis of that length)."""
+        lead = () if slots is None else (slots,)
+        self.specs[name] = self._space_tree(single_space, (*lead, n))
 
-    def _space_tree(self, space: spaces.Space, n: int) -> Any:
+    def _space_tree(self, space: spaces.Space, lead: tuple[int, ...]) -> Any:
         if isinstance(space, spaces.Dict):
-            return {k: self._space_tree(s, n) for k, s in space.spaces.items()}
+            return {k: self._space_tree(s, lead) for k, s in space.spaces.items()}
         if isinstance(space, spaces.Tuple):
-            return tuple(self._space_tree(s, n) for s in space.spaces)
+            return tuple(self._space_tree(s, lead) for s in space.spaces)
         if isinstance(space, spaces.OneOf):
-            return (self.add_array((n,), np.int64), *(self._space_tree(s, n) for s in space.spaces))
+            return (self.add_array(lead, np.int64), *(self._space_tree(s, lead) for s in space.spaces))
         if isinstance(space, spaces.Text):
-            return self.add_array((n, space.max_length), np.int32)
-        return self.add_array((n, *space.shape), space.dtype)
+            return self.add_array((*lead, space.max_length), np.int32)
+        return self.add_array((*lead, *space.shape), space.dtype)
 
 
 class SharedArena:
@@ -96,13 +107,14 @@ class SharedArena:
 
     def views(self) -> dict[str, Any]:
         """numpy views of every named array (nested dict/tuple for spaces)."""
-        return {name: self._view_tree(spec) for name, spec in self.layout.specs.items()}
+        return {name: self.view_tree(spec) for name, spec in self.layout.specs.items()}
 
-    def _view_tree(self, spec: Any) -> Any:
+    def view_tree(self, spec: Any) -> Any:
+        """New numpy arrays over the arrays of ``spec``; views taken of them have them as base."""
         if isinstance(spec, dict):
-            return {k: self._view_tree(s) for k, s in spec.items()}
+            return {k: self.view_tree(s) for k, s in spec.items()}
         if isinstance(spec, tuple):
-            return tuple(self._view_tree(s) for s in spec)
+            return tuple(self.view_tree(s) for s in spec)
         return np.ndarray(spec.shape, spec.dtype, buffer=self._mmap, offset=spec.offset)
 
     def close_fd(self) -> None:
@@ -295,6 +307,11 @@ def space_buffer(space: spaces.Space, views: Any) -> SpaceBuffer:
     if isinstance(space, spaces.Text):
         return TextBuffer(space, views)
     return ArrayBuffer(views)
+
+
+def slot_buffers(space: spaces.Space, views: Any, slots: int) -> list[SpaceBuffer]:
+    """A buffer per slot over arena views reserved with ``add_space(..., slots=slots)``."""
+    return [space_buffer(space, map_tree(lambda a, s=s: a[s], views)) for s in range(slots)]
 
 
 def _assign_rows(buffer: SpaceBuffer, num_rows: int, rows: Any, batch: Any, valid: Any) -> bool:

@@ -26,7 +26,7 @@ from vecfast.vector.messages import (
 )
 from vecfast.vector.process_cleanup import become_group_leader, watch_owner
 from vecfast.vector.protocol import EnvStatus, Job, JobRing, spin_acquire
-from vecfast.vector.shared_buffers import SharedArena, space_buffer
+from vecfast.vector.shared_buffers import SharedArena, slot_buffers, space_buffer
 
 FORBIDDEN_CALLS = ("reset", "step", "close")  # the vector env's own methods do these
 
@@ -130,8 +130,10 @@ class _Worker:
         self.needs_reset = [False] * len(envs)
         # Observations of a space kept out of shared memory go back in the job's report;
         # actions that do not fit the action buffer come in the job's payload.
-        self.obs_buffer = (
-            None if attach.observation_space is None else space_buffer(attach.observation_space, views["obs"])
+        # The observation batch is kept attach.observation_slots times over; each job says which one to write.
+        obs_space = attach.observation_space
+        self.obs_buffers = (
+            None if obs_space is None else slot_buffers(obs_space, views["obs"], attach.observation_slots)
         )
         self.action_buffer = None if attach.action_space is None else space_buffer(attach.action_space, views["action"])
         self.reward = views["reward"]
@@ -154,13 +156,16 @@ class _Worker:
                 self.conn.send(self.control(job.local_envs, self.conn.recv()))
                 continue
             args = self.conn.recv().args if job.has_payload else None
-            if job.code == Job.STEP:
-                self.run_job(job.local_envs, self.step_env, args, job.counts_down)
-            else:
-                self.run_job(job.local_envs, self.reset_env, args, job.counts_down)
+            fn = self.step_env if job.code == Job.STEP else self.reset_env
+            self.run_job(job.local_envs, fn, args, job.counts_down, job.obs_slot)
 
     def run_job(
-        self, local: list[int], fn: Callable[[int, int, Any], StepResult], args: list[Any] | None, counts_down: bool
+        self,
+        local: list[int],
+        fn: Callable[[int, int, Any], StepResult],
+        args: list[Any] | None,
+        counts_down: bool,
+        obs_slot: int,
     ) -> None:
         """Run ``fn`` on each env, then publish results and statuses, then a report by pipe.
 
@@ -168,7 +173,7 @@ class _Worker:
         another worker share their cache lines, and per-env writes would bounce them.
         """
         done: list[int] = []
-        obs_buffer = self.obs_buffer
+        obs_buffer = None if self.obs_buffers is None else self.obs_buffers[obs_slot]
         rewards: list[Any] = []
         terminations: list[Any] = []
         truncations: list[Any] = []

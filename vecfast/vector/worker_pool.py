@@ -139,10 +139,11 @@ class WorkerPool:
         local_envs: Any = None,
         counts_down: bool = False,
         payload: JobPayload | None = None,
+        obs_slot: int = 0,
     ) -> None:
         if payload is not None:
             self.send(w, payload)
-        w.ring.push(code, local_envs, counts_down, payload is not None)
+        w.ring.push(code, local_envs, counts_down, payload is not None, obs_slot)
         w.cmd_sem.release()
 
     def start_countdown(self, jobs: int) -> None:
