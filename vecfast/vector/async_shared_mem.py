@@ -320,12 +320,17 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._envs.episode_over[:] = terminations | truncations
         return self._obs.read(None, self.copy), self._rewards.copy(), terminations, truncations, infos
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call method ``name`` of every env (or return the attribute if not callable)."""
+    def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of every env (or return the attribute if not callable).
+
+        vecfast also takes a picklable function for ``name``: each worker runs
+        ``name(env, *args, **kwargs)`` on its envs, for code that must run next to the env
+        (inspecting its wrapper chain, say) and whose results pickle where the env may not.
+        """
         self.call_async(name, *args, **kwargs)
         return self.call_wait()
 
-    def call_async(self, name: str, /, *args: Any, **kwargs: Any) -> None:
+    def call_async(self, name: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
         self._check_no_call("call_async")
         self._control(ControlRequest("call", name, args, kwargs))
 

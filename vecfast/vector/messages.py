@@ -8,6 +8,7 @@ in shared memory, or actions that do not fit the action buffer.
 from __future__ import annotations
 
 import traceback as tb
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +106,7 @@ class ControlRequest:
     """``call``/``get_attr``/``set_attr``/``render`` on each of a worker's envs."""
 
     kind: str
-    name: str = ""
+    name: str | Callable[..., Any] = ""  # call: a function of the env runs as fn(env, *args, **kwargs)
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     values: list[Any] | None = None  # set_attr: one value per env of the worker

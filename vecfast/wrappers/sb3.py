@@ -20,7 +20,6 @@ Requires ``stable-baselines3`` (``pip install vecfast[sb3]``).
 from __future__ import annotations
 
 import contextlib
-import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -100,8 +99,8 @@ class SB3VecEnv(VecEnv):
     :class:`SB3Bridge`, as does a ``reset`` without ``options`` for envs whose ``reset``
     takes none; without it ``env_method``/``set_attr`` work on all envs at once (through
     the vector env's ``call``/``set_attr``, which set an attribute where a wrapper
-    defines it rather than on the outermost layer) and ``env_is_wrapped`` matches the
-    wrappers by class name (see :meth:`env_is_wrapped`).
+    defines it rather than on the outermost layer); ``env_is_wrapped`` runs SB3's
+    ``is_wrapped`` next to each env (see :meth:`env_is_wrapped`).
 
     Args:
         vector_env: the vector env; the adapter owns it from now on (``close`` closes it).
@@ -229,18 +228,24 @@ class SB3VecEnv(VecEnv):
         return [results[i] for i in ids]
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        """Whether each env has a wrapper that is a ``wrapper_class`` (SB3's ``is_wrapped``).
+        """Whether each env has a wrapper that is a ``wrapper_class`` (SB3's ``is_wrapped``), asked in place.
 
-        Without :class:`SB3Bridge` no code of ours runs next to the envs, and their
-        wrappers need not pickle; gymnasium's ``str(env)`` names every layer
-        (``<Outer<Inner<Env ...>>>``), so an env counts as wrapped if a layer has the name
-        of ``wrapper_class`` or of a subclass of it imported in this process.
+        Without :class:`SB3Bridge` it runs SB3's ``is_wrapped`` next to each env: in the
+        workers of an :class:`~vecfast.AsyncSharedMemVectorEnv` (whose ``call`` takes a
+        function), on the envs of a vector env that holds them (``envs``, as
+        SyncVectorEnv). Any other vector env cannot tell and raises ``AttributeError``, as
+        SB3 expects (``VecMonitor`` then assumes no ``Monitor``).
         """
         if self._bridged:
             return self._bridge_call("env_is_wrapped", wrapper_class, indices)
-        names = _class_names(wrapper_class)
-        descriptions = self.vector_env.call("__str__")
-        return [not names.isdisjoint(_layer_names(descriptions[i])) for i in self._env_ids(indices)]
+        base = self.vector_env.unwrapped
+        if isinstance(base, AsyncSharedMemVectorEnv):
+            flags = base.call(is_wrapped, wrapper_class)
+        elif isinstance(getattr(base, "envs", None), (list, tuple)):
+            flags = [is_wrapped(env, wrapper_class) for env in base.envs]
+        else:
+            raise AttributeError(f"{type(base).__name__} cannot run code next to its envs to inspect their wrappers")
+        return [flags[i] for i in self._env_ids(indices)]
 
     def has_attr(self, attr_name: str) -> bool:
         """Whether every env has ``attr_name`` (asked in place: the value need not pickle)."""
@@ -281,17 +286,6 @@ def _as_attribute_error() -> Iterator[None]:
         if exc.exc_type == "AttributeError" and not isinstance(exc, AttributeError):
             raise AttributeError(str(exc)) from exc
         raise
-
-
-def _class_names(cls: type) -> set[str]:
-    """Names of ``cls`` and of its subclasses imported in this process."""
-    return {cls.__name__}.union(*(_class_names(sub) for sub in cls.__subclasses__()))
-
-
-def _layer_names(description: str) -> list[str]:
-    """The names that open gymnasium's ``str(env)``, ``<Outer<Inner<Env<spec-id>>>>``: the
-    layers' class names, then perhaps the start of the spec id."""
-    return re.findall(r"<(\w+)", re.match(r"(?:<\w+)*", description).group())
 
 
 def _batch_actions(space: spaces.Space, rows: list[Any]) -> Any:
