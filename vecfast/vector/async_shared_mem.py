@@ -541,12 +541,13 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         if call is None or call.name != name:
             raise NoAsyncCallError(f"Calling `{name}_wait` without any prior call to `{name}_async`.", name)
         rows = self._rows(call.ids)
-        if not self._wait(lambda: not (self._envs.phase[rows] == Phase.RUNNING).any(), timeout):
+        doing = "resetting" if name == "reset" else "stepping"
+        if not self._wait(lambda: not (self._envs.phase[rows] == Phase.RUNNING).any(), timeout, doing):
             raise mp.TimeoutError(f"The call to `{name}_wait` has timed out after {timeout} second(s).")
         self._call = None
         return call
 
-    def _wait(self, until: Callable[[], bool], timeout: float | None = None) -> bool:
+    def _wait(self, until: Callable[[], bool], timeout: float | None = None, doing: str = "stepping") -> bool:
         """Collect finished envs until ``until()`` holds; False if ``timeout`` passes first.
 
         Every finished job (or batch of countdown jobs) posts one token; the owner sleeps
@@ -560,13 +561,13 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         deadline = None if timeout is None else now + timeout
         if now > self._next_liveness_check:  # a dead worker must not go unnoticed while others keep up
             self._next_liveness_check = now + LIVENESS_SECONDS
-            self._pool.check_alive("stepping")
+            self._pool.check_alive(doing)
         acquire = self._pool.ready_sem.acquire
         while not until():
             wake = LIVENESS_SECONDS if deadline is None else min(LIVENESS_SECONDS, max(0.0, deadline - now))
             if not acquire(timeout=wake):
                 now = time.monotonic()
-                self._pool.check_alive("stepping")
+                self._pool.check_alive(doing)
                 if hang_deadline is not None and now > hang_deadline:
                     raise self._pool.hung(self._stepping, self.step_timeout)
                 if deadline is not None and now >= deadline:
