@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -52,6 +53,46 @@ def test_batched_backend_is_na_without_vector_entry_point(tmp_path: Path) -> Non
     assert rows["batched"]["steps_per_sec"] is None
     assert rows["batched"]["error"] is None
     assert "vector_entry_point" in rows["batched"]["unavailable"]
+
+
+HAS_PUFFERLIB = importlib.util.find_spec("pufferlib") is not None
+
+
+def test_pufferlib_backends_run_or_say_why_not(tmp_path: Path) -> None:
+    """Both of PufferLib's modes run where pufferlib-core is installed and are n/a, saying so, where it is not."""
+    out = tmp_path / "bench.json"
+    args = ["CartPole-v1", "--num-envs", "4", "--num-workers", "2", "--seconds", "0.3", "--warmup", "0.1"]
+    result = _bench(tmp_path, *args, "--only", "puffer,puffer-async", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = {row["backend"]: row for row in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"puffer", "puffer-async"}
+    for name, row in rows.items():
+        assert row["error"] is None, (name, row["error"])
+        if HAS_PUFFERLIB:
+            assert row["steps_per_sec"] > 0, name
+        else:
+            assert row["unavailable"] == "pufferlib-core not installed", name
+
+
+@pytest.mark.skipif(not HAS_PUFFERLIB, reason="pufferlib-core not installed")
+def test_pufferlib_is_na_where_it_cannot_split_the_envs(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    args = ["CartPole-v1", "--num-envs", "3", "--num-workers", "2", "--only", "puffer,puffer-async"]
+    result = _bench(tmp_path, *args, "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    for row in json.loads(out.read_text())["results"]:
+        assert row["steps_per_sec"] is None
+        assert "cannot split 3 envs into 2 workers" in row["unavailable"]
+
+
+@pytest.mark.skipif(not HAS_PUFFERLIB, reason="pufferlib-core not installed")
+def test_pufferlib_closes_the_envs_in_its_workers(tmp_path: Path) -> None:
+    """PufferLib's own close kills its workers and orphans their VizDoom games, which would keep the
+    bench's stdout open: ``_bench`` would then time out waiting for it."""
+    args = ["VizdoomBasic-v1", "--num-envs", "2", "--seconds", "0.2", "--warmup", "0", "--only", "puffer"]
+    result = _bench(tmp_path, *args)
+    assert result.returncode == 0, result.stderr
+    assert "PufferLib step()" in result.stdout
 
 
 def test_unknown_backend_is_refused_before_anything_runs(tmp_path: Path) -> None:

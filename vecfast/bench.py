@@ -236,6 +236,97 @@ def _envpool(cfg: BenchConfig) -> Iterator[StepFn]:
         yield batch_stepper(env, _action_cycle(batch_space(env.action_space, cfg.num_envs), cfg.seed), cfg.num_envs)
 
 
+def _puffer_batch_size(cfg: BenchConfig, asynchronous: bool) -> int:
+    """Every env in one batch for its synchronous step; half of them, as in vecfast's double buffering, for async."""
+    return max(1, cfg.num_envs // 2) if asynchronous else cfg.num_envs
+
+
+def _puffer_recv_send_stepper(env: Any, actions: Iterator[Any]) -> StepFn:
+    """StepFn for PufferLib's asynchronous API: take the next batch of ready envs, hand it the next of
+    ``actions`` (its ``send`` takes no env ids: the batch is the one ``recv`` returned) and count it."""
+
+    def step() -> int:
+        _, _, _, _, _, _, agent_ids, _ = env.recv()
+        env.send(next(actions))
+        return len(agent_ids)
+
+    return step
+
+
+@contextlib.contextmanager
+def _puffer(cfg: BenchConfig, asynchronous: bool = False) -> Iterator[StepFn]:
+    """PufferLib's Multiprocessing backend over gymnasium envs wrapped as its docs say (GymnasiumPufferEnv).
+
+    ``overwork`` lets it run vecfast's worker count: it refuses more workers than physical
+    cores, vecfast defaults to one per logical core. Its workers and ``recv`` busy-wait on
+    shared flags, so where no core is spare they contend with each other for the CPUs.
+    """
+    import pufferlib.emulation
+    import pufferlib.vector
+
+    batch = _puffer_batch_size(cfg, asynchronous)
+    creator = functools.partial(
+        pufferlib.emulation.GymnasiumPufferEnv, env_creator=gym.make, env_args=[cfg.make_id], env_kwargs=cfg.env_kwargs
+    )
+    env = pufferlib.vector.make(
+        creator,
+        backend=pufferlib.vector.Multiprocessing,
+        num_envs=cfg.num_envs,
+        num_workers=cfg.num_workers,
+        batch_size=batch,
+        overwork=True,
+        seed=cfg.seed,
+    )
+    try:
+        actions = _action_cycle(batch_space(env.single_action_space, batch), cfg.seed)
+        if asynchronous:
+            env.async_reset(cfg.seed)
+            yield _puffer_recv_send_stepper(env, actions)
+        else:
+            env.reset(seed=cfg.seed)
+            yield batch_stepper(env, actions, batch)
+    finally:
+        _close_puffer(env)
+
+
+def _close_puffer(env: Any) -> None:
+    """Close the envs in PufferLib's workers, then the workers.
+
+    Its ``close`` only terminates the workers, which orphans the envs' own processes:
+    VizDoom's games outlive them, ignore SIGTERM and keep the caller's stdout open. Each
+    worker closes its envs on the CLOSE command (which nothing in PufferLib sends) once it
+    is idle, and answers None after the infos it may still owe.
+    """
+    from pufferlib.vector import CLOSE, MAIN
+
+    semaphores = env.buf["semaphores"]
+    for worker, (process, pipe) in enumerate(zip(env.processes, env.recv_pipes, strict=True)):
+        while semaphores[worker] < MAIN and process.is_alive():  # still stepping its batch
+            time.sleep(1e-4)
+        semaphores[worker] = CLOSE
+        with contextlib.suppress(EOFError):  # a worker that died has nothing left to close
+            while pipe.recv() is not None:
+                pass
+    env.close()
+    for process in env.processes:
+        process.join()
+
+
+def _puffer_unavailable(asynchronous: bool) -> Callable[[BenchConfig], str | None]:
+    """PufferLib gives each worker the same number of envs and each batch whole workers."""
+
+    def reason(cfg: BenchConfig) -> str | None:
+        if importlib.util.find_spec("pufferlib") is None:
+            return "pufferlib-core not installed"
+        envs_per_worker, uneven = divmod(cfg.num_envs, cfg.num_workers)
+        batch = _puffer_batch_size(cfg, asynchronous)
+        if uneven or batch % envs_per_worker or cfg.num_envs % batch:
+            return f"PufferLib cannot split {cfg.num_envs} envs into {cfg.num_workers} workers and batches of {batch}"
+        return None
+
+    return reason
+
+
 def _installed(module: str) -> Callable[[BenchConfig], str | None]:
     return lambda cfg: None if importlib.util.find_spec(module) else f"{module} not installed"
 
@@ -264,6 +355,12 @@ BACKENDS: dict[str, Backend] = {
     "async": Backend("gym AsyncVectorEnv", _gym_async),
     "sb3": Backend("SB3 SubprocVecEnv", _sb3, _installed("stable_baselines3")),
     "envpool": Backend("EnvPool", _envpool, _envpool_unavailable),
+    "puffer": Backend("PufferLib step()", _puffer, _puffer_unavailable(asynchronous=False)),
+    "puffer-async": Backend(
+        "PufferLib async, 2 buffers",
+        functools.partial(_puffer, asynchronous=True),
+        _puffer_unavailable(asynchronous=True),
+    ),
     "vecfast": Backend("vecfast step()", _vecfast),
     "vecfast-async": Backend("vecfast async, 2 buffers", _vecfast_async),
     "batched": Backend("batched (vector_entry_point)", _batched, _no_vector_entry_point),
@@ -428,7 +525,7 @@ class BenchReport:
 
 def _host_info() -> dict[str, Any]:
     versions = {}
-    for dist in ("vecfast", "gymnasium", "numpy", "stable-baselines3", "envpool", "vizdoom"):
+    for dist in ("vecfast", "gymnasium", "numpy", "stable-baselines3", "envpool", "pufferlib-core", "vizdoom"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[dist] = importlib.metadata.version(dist)
     return {

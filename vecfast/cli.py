@@ -49,7 +49,9 @@ def _add_bench(subparsers: Any) -> None:
     parser.add_argument("env_id", help="gymnasium env id (also 'module:EnvId'; Vizdoom* ids work as is)")
     parser.add_argument("--num-envs", "-n", type=_positive(int), default=8, help="envs per vector env (default 8)")
     parser.add_argument(
-        "--num-workers", type=_positive(int), help="vecfast worker processes (default: min(cpu count, num envs))"
+        "--num-workers",
+        type=_positive(int),
+        help="worker processes of vecfast and PufferLib (default: min(cpu count, num envs))",
     )
     parser.add_argument("--seconds", type=_positive(float), default=10.0, help="timed seconds per backend (default 10)")
     parser.add_argument(
