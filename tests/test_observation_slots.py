@@ -13,6 +13,12 @@ from helpers import assert_tree_equal
 NUM_ENVS = 5
 
 
+@pytest.fixture(autouse=True)
+def lend_every_batch(monkeypatch):
+    """The test envs' batches are small, which vecfast copies rather than lends: lend them all."""
+    monkeypatch.setattr("vecfast.vector.observation_slots.LENDING_MIN_BYTES", 0)
+
+
 def _data_address(batch: dict | np.ndarray) -> int:
     leaf = batch["screen"] if isinstance(batch, dict) else batch
     return leaf.__array_interface__["data"][0]

@@ -21,14 +21,13 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 from vecfast.vector.action_check import check_action_batch, check_reset_mask
 from vecfast.vector.env_table import EnvTable, Phase
 from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport
-from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots
+from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots, worth_lending
 from vecfast.vector.protocol import EnvStatus, Job, JobRing, reserve_result_arrays
 from vecfast.vector.shared_buffers import (
     ArenaLayout,
     PickledBuffer,
     SharedArena,
     fits_shared_memory,
-    is_array_tree,
     slot_buffers,
     space_buffer,
 )
@@ -197,8 +196,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
         obs_space = self.single_observation_space
         obs_shared = self.shared_memory and fits_shared_memory(obs_space)
-        # Lending slots instead of copying them needs a batch of arrays to lend.
-        obs_slots = LENDING_SLOTS if obs_shared and self.copy and is_array_tree(obs_space) else 1
+        obs_slots = LENDING_SLOTS if obs_shared and self.copy and worth_lending(obs_space, self.num_envs) else 1
         actions_shared = fits_shared_memory(self.single_action_space)
         layout = ArenaLayout()
         if obs_shared:

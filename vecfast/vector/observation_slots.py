@@ -17,10 +17,26 @@ import weakref
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
-from vecfast.vector.shared_buffers import SharedArena, SpaceBuffer, map_tree
+from vecfast.vector.shared_buffers import SharedArena, SpaceBuffer, is_array_tree, map_tree
 
 LENDING_SLOTS = 3  # what a loop holding `obs` and `next_obs` needs to never copy
+# Lending a batch costs ~5 us (new arrays, weak references); below this size a copy is cheaper.
+LENDING_MIN_BYTES = 64 * 1024
+
+
+def worth_lending(space: spaces.Space, num_envs: int) -> bool:
+    """Whether batches of ``space`` are arrays (which can be lent) large enough that lending beats copying."""
+    return is_array_tree(space) and num_envs * _nbytes(space) >= LENDING_MIN_BYTES
+
+
+def _nbytes(space: spaces.Space) -> int:
+    if isinstance(space, spaces.Dict):
+        return sum(_nbytes(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return sum(_nbytes(s) for s in space.spaces)
+    return int(np.prod(space.shape, dtype=np.int64)) * space.dtype.itemsize
 
 
 class ObservationSlots:
