@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 
 def assert_tree_equal(actual: Any, expected: Any, path: str = "") -> None:
-    """Assert two nested dict/tuple/array/scalar structures are bit-identical.
+    """Assert two nested dict/tuple/list/array/scalar structures are bit-identical.
 
     Arrays must agree in type, dtype, shape and every element (object arrays are
     compared element by element); dict keys must match exactly; scalars must have the
@@ -32,13 +32,13 @@ def assert_tree_equal(actual: Any, expected: Any, path: str = "") -> None:
         for key in expected:
             assert_tree_equal(actual[key], expected[key], f"{path}[{key!r}]")
         return
-    if isinstance(expected, tuple):
-        assert isinstance(actual, tuple), f"{where}: expected a tuple, got {type(actual).__name__}"
+    if isinstance(expected, (tuple, list)):
+        assert type(actual) is type(expected), f"{where}: type {type(actual).__name__} != {type(expected).__name__}"
         assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             assert_tree_equal(a, e, f"{path}[{i}]")
         return
-    assert type(actual) is type(expected), f"{where}: type {type(actual)} != {type(expected)}"
+    assert type(actual) is type(expected), f"{where}: type {type(actual)} != {type(expected)} ({actual!r})"
     if isinstance(expected, np.ndarray):
         assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
         assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != {expected.shape}"

@@ -31,6 +31,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.spaces import GraphInstance
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from helpers import assert_tree_equal
 
 from vecfast import AsyncSharedMemVectorEnv
 
@@ -263,39 +264,6 @@ def space_env_fns(kind: str, num_envs: int = NUM_ENVS) -> list:
     return [functools.partial(make_env, kind, i) for i in range(num_envs)]
 
 
-def assert_same(actual: Any, expected: Any, path: str = "result") -> None:
-    """Assert two nested results are identical: container types, dict keys, array dtypes,
-    shapes and values (object arrays element by element), scalar types and values."""
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict), f"{path}: expected a dict, got {type(actual).__name__}: {actual!r}"
-        assert set(actual) == set(expected), f"{path}: keys {sorted(actual)} != {sorted(expected)}"
-        for key in expected:
-            assert_same(actual[key], expected[key], f"{path}[{key!r}]")
-        return
-    if isinstance(expected, (tuple, list)):
-        assert type(actual) is type(expected), f"{path}: type {type(actual).__name__} != {type(expected).__name__}"
-        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
-        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            assert_same(a, e, f"{path}[{i}]")
-        return
-    assert type(actual) is type(expected), f"{path}: type {type(actual)} != {type(expected)} ({actual!r})"
-    if isinstance(expected, np.ndarray):
-        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
-        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
-        if expected.dtype == object:
-            for index in np.ndindex(expected.shape):
-                assert_same(actual[index], expected[index], f"{path}{list(index)}")
-        else:
-            assert np.array_equal(actual, expected, equal_nan=expected.dtype.kind in "fc"), (
-                f"{path}: values differ\n{actual!r}\n!=\n{expected!r}"
-            )
-        return
-    if isinstance(expected, float) and np.isnan(expected):
-        assert np.isnan(actual), f"{path}: {actual!r} != nan"
-        return
-    assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-
-
 def facts(vec: Any) -> dict[str, Any]:
     """The public attributes gymnasium's AsyncVectorEnv sets at construction."""
     return {
@@ -362,7 +330,7 @@ def assert_same_record(actual: list[Any], expected: list[Any]) -> None:
     """Compare two scripts' records entry by entry (entry 0 is usually :func:`facts`)."""
     assert len(actual) == len(expected), f"{len(actual)} results, gymnasium gave {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-        assert_same(a, e, f"record[{i}]")
+        assert_tree_equal(a, e, f"record[{i}]")
 
 
 # Each scenario: (env factories, constructor kwargs, script). ``reference`` runs it with
@@ -802,7 +770,7 @@ def test_seeds(make_vec: Any, gym_reference: Any) -> None:
     assert vec.np_random_seed == (7, 100, 3)
     gym_vec = gym_reference(probe_fns())
     gym_vec.reset(seed=[7, 100, 3])
-    assert_same(vec.np_random_seed, gym_vec.np_random_seed, "np_random_seed")
+    assert_tree_equal(vec.np_random_seed, gym_vec.np_random_seed, "np_random_seed")
     with pytest.raises(ValueError):
         vec.reset(seed=[1, 2])
 
@@ -847,7 +815,7 @@ def test_call_set_wrapper_attr_is_allowed(make_vec: Any, gym_reference: Any) -> 
     vec = make_vec(space_env_fns("box_f32"))  # TimeLimit-wrapped envs (and one unwrapped)
     result = vec.call("set_wrapper_attr", "reward_scale", 4.0)
     gym_vec = gym_reference(space_env_fns("box_f32"))
-    assert_same(result, gym_vec.call("set_wrapper_attr", "reward_scale", 4.0), "call('set_wrapper_attr')")
+    assert_tree_equal(result, gym_vec.call("set_wrapper_attr", "reward_scale", 4.0), "call('set_wrapper_attr')")
     assert vec.get_attr("reward_scale") == (4.0, 4.0, 4.0)
 
 
