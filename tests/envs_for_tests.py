@@ -14,6 +14,7 @@ that whole process trees are cleaned up.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import functools
 import os
 import subprocess
@@ -218,6 +219,7 @@ class SpaceEnv(gym.Env):
         elif self.fault == "hang":
             time.sleep(10_000)
         elif self.fault == "segfault":
+            faulthandler.disable()  # a deliberate crash: no "Fatal Python error" dump in the test output
             ctypes.string_at(0)
         elif self.fault == "exit":
             os._exit(3)
