@@ -147,3 +147,19 @@ def test_env_fns_returning_one_env_object_are_refused(process_guard):
     shared = SleepyCounter(0, 0.0)
     with pytest.raises(ValueError, match="same env object"):
         AsyncSharedMemVectorEnv([lambda: shared] * 4, num_workers=2, context="fork")
+
+
+@pytest.mark.timeout(60)
+def test_actions_that_do_not_pickle_fail_the_step_before_any_env_steps(make_async):
+    """Actions that do not fit the action buffer travel pickled; one that cannot be pickled
+    must fail the whole step, not leave half the envs stepped and the next step short."""
+    vec = make_async(sleepy_fns(0.0), num_workers=3)
+    vec.reset(seed=0)
+    unpicklable = [0] * (NUM_ENVS - 1) + [lambda: 0]  # an object array: it travels pickled
+    with pytest.raises(Exception, match="pickle|lambda"):
+        vec.step(unpicklable)
+    obs, *_ = vec.step(ACTIONS)
+    assert obs[:, 1].tolist() == [1.0] * NUM_ENVS
+    with pytest.raises(Exception, match="pickle|lambda"):
+        vec.call("ping", lambda: 0)  # an argument that does not pickle: no worker is asked
+    assert vec.call("ping") == tuple(range(NUM_ENVS))

@@ -20,7 +20,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from vecfast.vector.action_check import check_action_batch, check_reset_mask
 from vecfast.vector.env_table import EnvTable, Phase
-from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport
+from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport, pickled
 from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots, worth_lending
 from vecfast.vector.protocol import EnvStatus, Job, JobRing, reserve_result_arrays
 from vecfast.vector.shared_buffers import (
@@ -42,6 +42,7 @@ class _PendingCall:
 
     name: str  # "reset", "step" or "call", as gymnasium's AsyncState names them
     ids: np.ndarray  # the envs it runs on
+    reached: list[int] = field(default_factory=list)  # call: the workers it was sent to
     replies: dict[int, ControlReply] = field(default_factory=dict)  # call: worker -> reply, as they arrive
 
 
@@ -302,7 +303,9 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._check_no_call("step_async")
         if (self._envs.phase != Phase.IDLE).any():
             raise AlreadyPendingCallError(
-                "step() called while envs from send()/async_reset() are pending; recv() them first", "send"
+                "step() called while envs sent with send()/async_reset() (or by an interrupted call) are out; "
+                "recv() them, or reset()",
+                "send",
             )
         args = self._prepare_step(actions, self._all_ids)
         self._dispatch(Job.STEP, self._all_ids, split=False, countdown=True, args=args)
@@ -436,13 +439,23 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         ``args``: per-env arguments that travel with the jobs (see :class:`JobPayload`).
         """
         jobs = self._jobs(ids, split)
+        # Pickled before any job starts: a payload that does not pickle fails the call, not half of it.
+        payloads = [
+            None if args is None else pickled(JobPayload([args[e] for e in env_ids.tolist()])) for _, env_ids in jobs
+        ]
         if countdown:
             self._pool.start_countdown(len(jobs))
         self._envs.start(self._rows(ids))
         obs_slot = self._obs.writing(self._rows(ids))
-        for w, job_ids in jobs:
-            payload = None if args is None else JobPayload([args[e] for e in job_ids.tolist()])
-            self._pool.push(w, code, job_ids - w.offset, countdown, payload, obs_slot)
+        pushed = 0
+        try:
+            for (w, job_ids), payload in zip(jobs, payloads, strict=True):
+                self._pool.push(w, code, job_ids - w.offset, countdown, payload, obs_slot)
+                pushed += 1
+        except BaseException:  # Ctrl-C between two pushes: the envs of unpushed jobs never started
+            for _, job_ids in jobs[pushed:]:
+                self._envs.phase[job_ids] = Phase.IDLE
+            raise
 
     def _jobs(self, ids: np.ndarray, split: bool) -> list[tuple[Any, np.ndarray]]:
         """(worker, env ids) of each job; the jobs covering every env are computed once."""
@@ -505,19 +518,23 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             raise AlreadyPendingCallError(
                 f"`{request.kind}` called while envs sent with send() are not yet returned by recv()", "send"
             )
-        for w in self._pool.workers:
-            part = request
-            if request.values is not None:
-                part = ControlRequest(request.kind, request.name, values=request.values[w.offset : w.offset + w.size])
-            self._pool.send(w, part)
+        workers = self._pool.workers
+        # Pickled before any worker gets one: arguments that do not pickle fail the call, not half of it.
+        messages = [
+            pickled(request if request.values is None else request.for_envs(w.offset, w.offset + w.size))
+            for w in workers
+        ]
+        call = self._call = _PendingCall("call", self._all_ids)
+        for w, message in zip(workers, messages, strict=True):
+            self._pool.send(w, message)
             self._pool.push(w, Job.CONTROL, np.arange(w.size))
-        self._call = _PendingCall("call", self._all_ids)
+            call.reached.append(w.index)
 
     def _control_results(self, timeout: float | None) -> list[Any]:
         """Every worker's reply to the pending control request, results in env order."""
         call = self._call
         deadline = None if timeout is None else time.monotonic() + timeout
-        for w in self._pool.workers:
+        for w in (self._pool.workers[i] for i in call.reached):
             if w.index not in call.replies:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 reply = self._pool.receive(w, "answering a call", left)
@@ -525,6 +542,10 @@ class AsyncSharedMemVectorEnv(VectorEnv):
                     raise mp.TimeoutError(f"The call to `call_wait` has timed out after {timeout} second(s).")
                 call.replies[w.index] = reply
         self._call = None
+        if len(call.reached) < self.num_workers:
+            raise RuntimeError(
+                "the call was interrupted before it reached every worker; its partial results were dropped: call again"
+            )
         replies = [call.replies[w.index] for w in self._pool.workers]
         failure = next((r.failure for r in replies if r.failure is not None), None)
         if failure is not None:

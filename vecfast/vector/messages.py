@@ -10,6 +10,7 @@ from __future__ import annotations
 import traceback as tb
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from gymnasium import Space
@@ -81,6 +82,11 @@ class Attached:
 
 
 # ---------------------------------------------------------------- jobs
+def pickled(message: Any) -> bytes:
+    """``message`` as ``Connection.send`` would pickle it, for ``send_bytes``."""
+    return bytes(ForkingPickler.dumps(message))
+
+
 @dataclass(frozen=True)
 class JobPayload:
     """Per-env arguments of a job, in the job's env order: ``(seed, options)`` for a reset,
@@ -110,6 +116,10 @@ class ControlRequest:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     values: list[Any] | None = None  # set_attr: one value per env of the worker
+
+    def for_envs(self, start: int, stop: int) -> ControlRequest:
+        """The request as the worker of envs ``start..stop-1`` gets it (its share of ``values``)."""
+        return ControlRequest(self.kind, self.name, self.args, self.kwargs, self.values[start:stop])
 
 
 @dataclass(frozen=True)

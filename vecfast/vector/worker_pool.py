@@ -21,7 +21,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import CloudpickleWrapper
 
 from vecfast.vector.errors import StepTimeoutError, WorkerDiedError
-from vecfast.vector.messages import Attach, JobPayload, StartFailed, WorkerStarted
+from vecfast.vector.messages import Attach, StartFailed, WorkerStarted
 from vecfast.vector.process_cleanup import kill_group
 from vecfast.vector.protocol import Job, JobRing
 from vecfast.vector.shared_buffers import SharedArena
@@ -138,9 +138,10 @@ class WorkerPool:
         code: int,
         local_envs: Any = None,
         counts_down: bool = False,
-        payload: JobPayload | None = None,
+        payload: bytes | None = None,
         obs_slot: int = 0,
     ) -> None:
+        """Queue a job; ``payload``: its pickled :class:`~vecfast.vector.messages.JobPayload`, sent first."""
         if payload is not None:
             self.send(w, payload)
         w.ring.push(code, local_envs, counts_down, payload is not None, obs_slot)
@@ -170,8 +171,12 @@ class WorkerPool:
             raise self._died(w, doing) from None
 
     def send(self, w: WorkerHandle, message: Any) -> None:
+        """Send a message, or one pickled already (bytes, from :func:`~vecfast.vector.messages.pickled`)."""
         try:
-            w.conn.send(message)
+            if isinstance(message, bytes):
+                w.conn.send_bytes(message)
+            else:
+                w.conn.send(message)
         except OSError:
             raise self._died(w, "receiving a request") from None
 
