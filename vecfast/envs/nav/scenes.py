@@ -153,20 +153,35 @@ def largest_region(free: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return best
 
 
+def _cut_range(lo: float, hi: float, gap: float) -> tuple[float, float]:
+    """Bounds (low, high) of a cut of [lo, hi] that leaves ``_MIN_ROOM`` before it and after its wall and ``gap``.
+
+    Every coordinate is a multiple of 1 cm: rounding the bounds to it drops the float error
+    of the sums, so a room that fits exactly gets ``low == high`` and one too small ``high < low``.
+    """
+    return round(lo + _MIN_ROOM, 2), round(hi - _MIN_ROOM - gap - _WALL, 2)
+
+
 def _split_room(
     rect: tuple[float, float, float, float], rng: np.random.Generator, ceiling: float, depth: int
 ) -> tuple[list[tuple[float, ...]], list[tuple[float, float, float, float]], list[tuple[float, float]]]:
-    """Split ``rect`` recursively: (wall boxes, leaf rooms, door centres)."""
+    """Split ``rect`` recursively: (wall boxes, leaf rooms, door centres).
+
+    Whether a room is large enough to split is read off the range its cut is drawn from: a
+    separate float check let a room exactly ``2 * _MIN_ROOM + _WALL`` long through, with a
+    range of minus a rounding error.
+    """
     x0, y0, x1, y1 = rect
     w, h = x1 - x0, y1 - y0
     long_side = max(w, h)
-    if long_side < 2 * _MIN_ROOM + _WALL or min(w, h) < 2.0 or (depth >= 2 and rng.random() < 0.35) or depth >= 5:
-        return [], [rect], []
     vertical = w >= h  # the wall runs along y, splitting x
     lo, hi = (x0, x1) if vertical else (y0, y1)
+    low, high = _cut_range(lo, hi, 0.0)
+    if high < low or min(w, h) < 2.0 or (depth >= 2 and rng.random() < 0.35) or depth >= 5:
+        return [], [rect], []
     corridor = long_side > 2 * _MIN_ROOM + 3.5 and rng.random() < 0.3
     gap = round(float(rng.uniform(1.2, 1.6)), 2) if corridor else 0.0
-    cut = round(float(rng.uniform(lo + _MIN_ROOM, hi - _MIN_ROOM - gap - _WALL)), 2)
+    cut = round(float(rng.uniform(*_cut_range(lo, hi, gap))), 2)
     cuts = [cut, cut + _WALL + gap] if corridor else [cut]
     height = ceiling if rng.random() < 0.75 else round(float(rng.uniform(1.0, 2.0)), 2)
     texture = int(rng.integers(NUM_TEXTURES - 2))
@@ -279,9 +294,8 @@ def _sample_episodes(
     return np.array(goals, np.int32), np.array(episodes, np.float32), np.array(episode_goal, np.int32)
 
 
-def generate_scene(seed: int, index: int, name: str | None = None) -> Scene:
-    """Scene ``index`` of the set generated from ``seed``."""
-    rng = np.random.default_rng([seed, index])
+def floor_plan(rng: np.random.Generator) -> tuple[np.ndarray, tuple[int, int], float]:
+    """(boxes, grid shape, ceiling height) of a scene: its layout, cheap next to what is computed from it."""
     width, depth = (round(float(v), 1) for v in rng.uniform(7.0, 13.0, size=2))
     ceiling = round(float(rng.uniform(2.4, 3.2)), 2)
     outer = [
@@ -294,14 +308,20 @@ def generate_scene(seed: int, index: int, name: str | None = None) -> Scene:
     boxes = [(*b, ceiling, outer_texture) for b in outer]
     walls, rooms, doors = _split_room((_WALL, _WALL, width - _WALL, depth - _WALL), rng, ceiling, 0)
     boxes += walls + _furniture(rooms, doors, rng)
-    boxes_arr = np.array(boxes, dtype=np.float32)
     grid_shape = (math.ceil(depth / RESOLUTION), math.ceil(width / RESOLUTION))
-    occupancy, free = rasterize(boxes_arr, grid_shape, RESOLUTION, AGENT_RADIUS)
+    return np.array(boxes, dtype=np.float32), grid_shape, ceiling
+
+
+def generate_scene(seed: int, index: int, name: str | None = None) -> Scene:
+    """Scene ``index`` of the set generated from ``seed``."""
+    rng = np.random.default_rng([seed, index])
+    boxes, grid_shape, ceiling = floor_plan(rng)
+    occupancy, free = rasterize(boxes, grid_shape, RESOLUTION, AGENT_RADIUS)
     walkable = largest_region(free, rng)
     goals, episodes, episode_goal = _sample_episodes(walkable, RESOLUTION, rng)
     return Scene(
         name=name or f"scene_{seed}_{index:05d}",
-        boxes=boxes_arr,
+        boxes=boxes,
         occupancy=occupancy,
         walkable=walkable,
         textures=_textures(rng),

@@ -16,6 +16,8 @@ from vecfast.envs.nav.sim import NavConfig, NavSim, entropy_seed
 
 _EPISODE_METRICS = ("success", "spl", "episode_return", "episode_length")
 
+Array = np.ndarray | torch.Tensor
+
 
 def observation_space(config: NavConfig) -> gym.spaces.Dict:
     """One env's observations: Habitat's depth sensor (metres), optional RGB, and the goal as (distance, angle)."""
@@ -50,11 +52,13 @@ class BatchedPointNavEnv(VectorEnv):
     decrease of the geodesic distance to the goal, +2.5 on success (STOP within
     ``success_distance`` of the goal), -0.01 per step; episodes end on STOP or after 500 steps.
 
-    Observations, rewards, flags and infos are torch tensors on ``device`` (no copy between
-    the simulator and a policy on the same device); actions may be numpy or torch. Autoreset
-    follows gymnasium's NEXT_STEP mode. ``info`` holds ``distance_to_goal`` for every env and,
-    for envs whose episode ended on this step (mask ``info["_success"]`` and alike),
-    ``success``, ``spl``, ``episode_return`` and ``episode_length``.
+    Observations, rewards (float64), flags and info arrays are numpy arrays on the CPU, as
+    gymnasium's vector envs return them (observations without a copy on a CPU ``device``).
+    ``as_torch=True`` returns torch tensors on ``device`` instead (rewards float32), so that
+    a policy on the same device reads them without a copy. Actions may be numpy or torch. Autoreset follows
+    gymnasium's NEXT_STEP mode. ``info`` holds ``distance_to_goal`` for every env and, for
+    envs whose episode ended on this step (mask ``info["_success"]`` and alike), ``success``,
+    ``spl``, ``episode_return`` and ``episode_length``.
 
     Scenes come from ``scenes`` (a directory made by ``vecfast nav make-scenes``; default:
     a small set in the user cache). Groups of ``max_envs_per_scene`` envs share a scene,
@@ -74,8 +78,10 @@ class BatchedPointNavEnv(VectorEnv):
         device: str | torch.device = "cpu",
         rotation_episodes: int | None = None,
         scene_seed: int = 0,
+        as_torch: bool = False,
         **config_kwargs: Any,
     ) -> None:
+        self.as_torch = as_torch
         self.sim = make_sim(num_envs, scenes, max_envs_per_scene, rotation_episodes, scene_seed, device, config_kwargs)
         self.num_envs = num_envs
         self.device = self.sim.device
@@ -89,7 +95,7 @@ class BatchedPointNavEnv(VectorEnv):
 
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    ) -> tuple[dict[str, Array], dict[str, Array]]:
         """Start a new episode in every env; an int ``seed`` seeds env i with ``seed + i``."""
         if options and options.get("reset_mask") is not None:
             raise ValueError("BatchedPointNavEnv resets automatically (NEXT_STEP); reset_mask is not supported")
@@ -100,11 +106,11 @@ class BatchedPointNavEnv(VectorEnv):
             self.sim.seed(torch.tensor(seeds, device=self.device))
         self.sim.reset_envs(self._all)
         self._needs_reset.zero_()
-        return self.sim.observe(), {"distance_to_goal": self.sim.distance.clone()}
+        return self._arrays(self.sim.observe()), self._arrays(self._distance_info())
 
     def step(
         self, actions: np.ndarray | torch.Tensor
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+    ) -> tuple[dict[str, Array], Array, Array, Array, dict[str, Array]]:
         sim = self.sim
         actions = torch.as_tensor(actions, device=self.device).long().view(-1)
         if actions.shape[0] != self.num_envs:
@@ -117,8 +123,8 @@ class BatchedPointNavEnv(VectorEnv):
             sim.reset_envs(resetting)
         result = sim.act(actions, ~resetting)
         done = result.terminated | result.truncated
-        info: dict[str, Any] = {
-            "distance_to_goal": sim.distance.clone(),
+        info = {
+            **self._distance_info(),
             "success": result.success,
             "spl": sim.spl(result.success),
             "episode_return": sim.episode_return.clone(),
@@ -126,8 +132,21 @@ class BatchedPointNavEnv(VectorEnv):
         }
         for key in _EPISODE_METRICS:
             info[f"_{key}"] = done
-        self._needs_reset = done
-        return sim.observe(), result.reward, result.terminated, result.truncated, info
+        self._needs_reset = done.clone()  # the masks handed out may be changed in place
+        reward = self._array(result.reward if self.as_torch else result.reward.double())
+        flags = self._array(result.terminated), self._array(result.truncated)
+        return self._arrays(sim.observe()), reward, *flags, self._arrays(info)
+
+    def _distance_info(self) -> dict[str, torch.Tensor]:
+        """``distance_to_goal`` of every env, and the all-true mask gymnasium's vector infos pair with each key."""
+        return {"distance_to_goal": self.sim.distance.clone(), "_distance_to_goal": self._all.clone()}
+
+    def _array(self, tensor: torch.Tensor) -> Array:
+        """``tensor`` as handed out: a numpy array on the CPU unless ``as_torch``."""
+        return tensor if self.as_torch else tensor.cpu().numpy()
+
+    def _arrays(self, tensors: dict[str, torch.Tensor]) -> dict[str, Array]:
+        return {key: self._array(value) for key, value in tensors.items()}
 
     @property
     def resident_scenes(self) -> list[str]:
