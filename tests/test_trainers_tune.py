@@ -97,7 +97,8 @@ def test_vecfast_tune_prints_the_measurements_and_the_choice(capsys: pytest.Capt
     assert "auto-tune CartPole-v1" in out and "t_env = " in out and "t_inf = " in out
     workers = min(available_cores(), 64)
     assert f"choice: num_workers={workers} num_envs_per_worker=" in out
-    assert "k/2 > " in out and f"vecfast train CartPole-v1 --algo appo --num_workers {workers}" in out
+    # Which reasoning is printed depends on the measured timings (any of decide()'s three cases).
+    assert "k/2" in out and f"vecfast train CartPole-v1 --algo appo --num_workers {workers}" in out
 
 
 def test_train_with_auto_workers_records_the_choice(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

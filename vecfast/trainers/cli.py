@@ -111,7 +111,12 @@ def add_train_commands(subparsers: Any) -> None:
     )
     enjoy.add_argument("run_dir", type=Path)
     enjoy.add_argument("--episodes", type=int, default=3)
-    enjoy.add_argument("--checkpoint", choices=["best", "last"], default="best")
+    enjoy.add_argument(
+        "--checkpoint",
+        choices=["last", "best"],
+        default="last",
+        help="the newest checkpoint (default) or the one with the best mean return",
+    )
     enjoy.add_argument("--video", type=Path, help="output .mp4 or .gif (default RUN_DIR/enjoy.mp4)")
     enjoy.add_argument("--no-video", action="store_true", help="only print the returns")
     enjoy.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")

@@ -17,13 +17,16 @@ from vecfast.trainers.train import load_policy
 def enjoy(
     run_dir: str | os.PathLike,
     episodes: int = 3,
-    which: str = "best",
+    which: str = "last",
     video: str | os.PathLike | None = None,
     deterministic: bool = True,
     max_steps: int = 10_000,
     seed: int = 0,
 ) -> list[float]:
-    """Returns of ``episodes`` episodes of the run's policy; ``video`` (.mp4 or .gif) gets their frames."""
+    """Returns of ``episodes`` episodes of the run's policy; ``video`` (.mp4 or .gif) gets their frames.
+
+    ``which``: the run's newest checkpoint (``"last"``) or its best (``"best"``), as :func:`load_policy`.
+    """
     run_dir = Path(run_dir)
     env_id = json.loads((run_dir / "config.json").read_text())["env"]
     policy = load_policy(run_dir, which)

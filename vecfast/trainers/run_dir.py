@@ -2,38 +2,59 @@
 
 Layout::
 
+    RUN_DIR/.lock                            held (flock) by the run writing the directory
     RUN_DIR/config.json                      algorithm, env, the full TrainConfig
     RUN_DIR/metrics.jsonl                    one JSON object per learner iteration
     RUN_DIR/events.out.tfevents.*            the same numbers for ``tensorboard --logdir RUN_DIR``
-    RUN_DIR/checkpoints/last_<steps>.pt      the newest ``keep`` checkpoints
+    RUN_DIR/checkpoints/last_<steps>.pt      the newest ``keep`` checkpoints (<steps>: their ``env_steps``)
     RUN_DIR/checkpoints/best.pt              the one with the best mean episode return
+    RUN_DIR/checkpoints/*.corrupt            unreadable checkpoints, moved aside by a load
 
 A checkpoint is written to a temporary file, flushed to disk and renamed over its name,
-so a run killed mid-write leaves the previous checkpoint intact; loading skips files
-that are unreadable all the same.
+so a run killed mid-write leaves the previous checkpoint intact; loading moves aside
+files that are unreadable all the same and takes the previous one.
+
+Checkpoints hold tensors and plain data only (gymnasium spaces as :func:`space_to_data`
+dicts) and are loaded with ``torch.load(weights_only=True)``: a crafted checkpoint cannot
+run code. Checkpoints of vecfast before this format pickled gymnasium spaces; loading one
+raises :class:`UnsafeCheckpointError`, and :func:`convert_legacy_checkpoint` rewrites one
+that its owner trusts.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import numbers
 import os
+import pickle
 import re
+import secrets
 import time
+import warnings
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import torch
+from gymnasium import spaces
 from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 
 _LAST = re.compile(r"^last_(\d+)\.pt$")
+LOCK_FILE = ".lock"
+
+
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """A checkpoint holds objects beyond tensors and plain data: an old-format checkpoint, or a crafted file."""
 
 
 def default_run_dir(env_name: str, algo: str) -> Path:
+    """``runs/<env>_<algo>_<time>_<random>``: the suffix keeps runs started in the same second apart."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", env_name).strip("_")
-    return Path("runs") / f"{safe}_{algo}_{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path("runs") / f"{safe}_{algo}_{time.strftime('%Y%m%d-%H%M%S')}_{secrets.token_hex(3)}"
 
 
 def _json_default(value: Any) -> Any:
@@ -45,17 +66,36 @@ def _json_default(value: Any) -> Any:
 class RunDir:
     """Writes one run's files; ``keep`` is how many of the latest checkpoints stay on disk.
 
+    The directory is locked until :meth:`close`, so a second run on it fails at once instead
+    of interleaving its metrics and checkpoints. A directory that holds files already is an
+    error unless ``resume``: a new run would append to the old metrics and overwrite its config.
+
     ``resumed_at``: the env steps of the checkpoint a resumed run starts from. TensorBoard
     then drops what the previous session logged after that checkpoint (purge_step), so
     the curves continue from it without a doubled stretch.
     """
 
-    def __init__(self, path: str | os.PathLike, keep: int = 2, resumed_at: int | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike, keep: int = 2, resumed_at: int | None = None, resume: bool = False
+    ) -> None:
         self.path = Path(path)
         self.checkpoints = self.path / "checkpoints"
-        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock(self.path)
+        try:
+            if not resume and any(p.name != LOCK_FILE for p in self.path.iterdir()):
+                raise FileExistsError(
+                    f"{self.path} holds a run already: pass resume=True (vecfast train --resume {self.path}) "
+                    "to continue it, or choose a new run directory"
+                )
+            self.checkpoints.mkdir(exist_ok=True)
+            for tmp in [*self.path.glob(".*.tmp"), *self.checkpoints.glob(".*.tmp")]:
+                tmp.unlink()  # left by a write that was killed: no run writes here but this one
+            self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        except BaseException:
+            self._lock.close()
+            raise
         self.keep = max(1, keep)
-        self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         self._resumed_at = resumed_at
         self._events: SummaryWriter | None = None  # opened by the first log(): reading a run writes no event file
 
@@ -78,44 +118,169 @@ class RunDir:
         self._events.file_writer.add_summary(Summary(value=values), int(metrics["env_steps"]))
         self._events.flush()  # a live `tensorboard --logdir` sees every iteration
 
-    def save(self, state: dict[str, Any], env_steps: int, best: bool = False) -> Path:
-        """Write ``state`` as the newest checkpoint (and as ``best.pt`` if ``best``); drop old ones."""
+    def save(self, state: dict[str, Any], best: bool = False) -> Path:
+        """Write ``state`` as the checkpoint of its ``env_steps`` (and as ``best.pt`` if ``best``); drop old ones.
+
+        Only checkpoints older than this one are dropped: one written later by another
+        timeline never costs the run the checkpoint it has just written.
+        """
+        env_steps = int(state["env_steps"])
         path = self.checkpoints / f"last_{env_steps:012d}.pt"
         _atomic_torch_save(state, path)
         if best:
             _atomic_torch_save(state, self.checkpoints / "best.pt")
-        for old in self.last_checkpoints()[self.keep :]:
+        older = [p for p in last_checkpoints(self.path) if _steps(p) < env_steps]
+        for old in older[self.keep - 1 :]:
             old.unlink(missing_ok=True)
         return path
 
     def last_checkpoints(self) -> list[Path]:
         """Numbered checkpoints, newest first."""
-        found = [p for p in self.checkpoints.iterdir() if _LAST.match(p.name)]
-        return sorted(found, key=lambda p: int(_LAST.match(p.name).group(1)), reverse=True)
+        return last_checkpoints(self.path)
 
     def close(self) -> None:
         self._metrics.close()
         if self._events is not None:
             self._events.close()
+        self._lock.close()
+
+
+def _lock(path: Path) -> IO:
+    """The run directory's lock file, locked; raises at once if another live run holds it."""
+    lock = open(path / LOCK_FILE, "a")  # noqa: SIM115 (held for the run's life, closed by RunDir.close())
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise RuntimeError(
+            f"{path} is in use by a live run; wait for it to end, or choose a new run directory"
+        ) from None
+    return lock
+
+
+def _steps(path: Path) -> int:
+    return int(_LAST.match(path.name).group(1))
+
+
+def last_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """A run's numbered checkpoints, newest first."""
+    checkpoints = Path(run_dir) / "checkpoints"
+    found = [p for p in checkpoints.glob("last_*.pt") if _LAST.match(p.name)]
+    return sorted(found, key=_steps, reverse=True)
 
 
 def load_checkpoint(run_dir: str | os.PathLike, which: str = "last") -> dict[str, Any]:
-    """The newest readable checkpoint of a run (``which="last"``) or its best one (``"best"``)."""
+    """The newest readable checkpoint of a run (``which="last"``) or its best one (``"best"``).
+
+    An unreadable checkpoint (a truncated file, a bad disk) is renamed ``*.corrupt``, with a
+    warning, and the previous one is tried. One that holds more than tensors and plain data
+    raises :class:`UnsafeCheckpointError` without running anything in it.
+    """
     checkpoints = Path(run_dir) / "checkpoints"
     if which == "best":
         candidates = [checkpoints / "best.pt"]
     elif which == "last":
-        found = [p for p in checkpoints.glob("last_*.pt") if _LAST.match(p.name)]
-        candidates = sorted(found, key=lambda p: int(_LAST.match(p.name).group(1)), reverse=True)
+        candidates = last_checkpoints(run_dir)
     else:
         raise ValueError(f"which must be 'last' or 'best', got {which!r}")
     errors = []
     for path in candidates:
         try:
-            return torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as e:  # a truncated file from a killed run: try the previous one
+            return _load(path)
+        except UnsafeCheckpointError:
+            raise
+        except FileNotFoundError as e:  # dropped by a live run's rotation since the listing
+            errors.append(f"{path.name}: {e}")
+        except Exception as e:
+            corrupt = path.with_name(path.name + ".corrupt")
+            os.replace(path, corrupt)
+            warnings.warn(f"unreadable checkpoint {path} ({e}) moved to {corrupt.name}", RuntimeWarning, stacklevel=2)
             errors.append(f"{path.name}: {e}")
     raise FileNotFoundError(f"no readable {which} checkpoint in {checkpoints}" + "".join(f"\n  {e}" for e in errors))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if not (str(e).startswith("Weights only load failed") and zipfile.is_zipfile(path)):
+            raise  # not a torch.save archive at all: as corrupt as a truncated one
+        raise UnsafeCheckpointError(
+            f"{path} holds objects beyond tensors and plain data, so it was not loaded: it is a checkpoint of "
+            "an older vecfast (which pickled gymnasium spaces) or a crafted file. If you wrote it yourself, "
+            'convert it once (this unpickles it, which runs any code it holds): python -c "from '
+            f"vecfast.trainers.run_dir import convert_legacy_checkpoint; convert_legacy_checkpoint('{path}')\""
+        ) from None
+
+
+def convert_legacy_checkpoint(path: str | os.PathLike) -> None:
+    """Rewrite an old-format checkpoint (pickled gymnasium spaces) as one ``weights_only`` loads.
+
+    Unpickles ``path`` in full, which runs any code a crafted file holds: only for files you trust.
+    """
+    path = Path(path)
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    state.update({key: space_to_data(value) for key, value in state.items() if isinstance(value, spaces.Space)})
+    state.update(metrics=plain_data(state.get("metrics", {})), best_return=float(state.get("best_return", -np.inf)))
+    _atomic_torch_save(state, path)
+
+
+def plain_data(value: Any) -> Any:
+    """``value`` as JSON types (numpy scalars become numbers), which ``weights_only`` loading accepts."""
+    return json.loads(json.dumps(value, default=_json_default))
+
+
+def space_to_data(space: spaces.Space) -> dict[str, Any]:
+    """A gymnasium space the trainers use as plain data; :func:`space_from_data` inverts it."""
+    if isinstance(space, spaces.Box):
+        return {
+            "type": "Box",
+            "low": _bound(space.low),
+            "high": _bound(space.high),
+            "shape": list(space.shape),
+            "dtype": space.dtype.str,
+        }
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start), "dtype": space.dtype.str}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {
+            "type": "MultiDiscrete",
+            "nvec": space.nvec.tolist(),
+            "start": space.start.tolist(),
+            "dtype": space.dtype.str,
+        }
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, spaces.Dict):
+        return {"type": "Dict", "spaces": {key: space_to_data(sub) for key, sub in space.spaces.items()}}
+    if isinstance(space, spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_data(sub) for sub in space.spaces]}
+    raise TypeError(f"cannot store a {type(space).__name__} space in a checkpoint")
+
+
+def space_from_data(data: dict[str, Any]) -> spaces.Space:
+    """The space that :func:`space_to_data` wrote."""
+    kind = data["type"]
+    if kind == "Box":
+        low, high = (np.full(data["shape"], data[key], dtype=data["dtype"]) for key in ("low", "high"))
+        return spaces.Box(low, high, dtype=data["dtype"])
+    if kind == "Discrete":
+        return spaces.Discrete(data["n"], start=data["start"], dtype=data["dtype"])
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(data["nvec"], start=data["start"], dtype=data["dtype"])
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(data["n"])
+    if kind == "Dict":
+        return spaces.Dict({key: space_from_data(sub) for key, sub in data["spaces"].items()})
+    if kind == "Tuple":
+        return spaces.Tuple([space_from_data(sub) for sub in data["spaces"]])
+    raise ValueError(f"unknown space type {kind!r} in a checkpoint")
+
+
+def _bound(values: np.ndarray) -> Any:
+    """A Box bound as one number when all its entries are equal (images: 0 and 255), else as nested lists."""
+    flat = values.ravel()
+    return flat[0].item() if flat.size and (flat == flat[0]).all() else values.tolist()
 
 
 def _atomic_write(path: Path, write: Callable[[IO], None], mode: str) -> None:

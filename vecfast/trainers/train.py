@@ -26,7 +26,14 @@ from gymnasium.vector import VectorEnv
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic, is_image, observation_spaces
 from vecfast.trainers.registry import AlgoSpec, get_algo
-from vecfast.trainers.run_dir import RunDir, default_run_dir, load_checkpoint
+from vecfast.trainers.run_dir import (
+    RunDir,
+    default_run_dir,
+    load_checkpoint,
+    plain_data,
+    space_from_data,
+    space_to_data,
+)
 from vecfast.trainers.tune import AUTO, Tuning, tune
 from vecfast.trainers.viewer import LiveDashboard
 from vecfast.vector.make import make_vec
@@ -159,8 +166,9 @@ def train(
     :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``.
     ``num_workers="auto"`` measures env step and inference time first and chooses
     ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tune`); the choice
-    and its reasons go to ``config.json``. ``run_dir`` (default ``runs/<env>_<algo>_<time>``)
-    receives the config, metrics (JSONL and TensorBoard event files) and checkpoints.
+    and its reasons go to ``config.json``. ``run_dir`` (default ``runs/<env>_<algo>_<time>_<random>``)
+    receives the config, metrics (JSONL and TensorBoard event files) and checkpoints; it must
+    be new or empty unless ``resume``, and is locked while the run lives.
     ``live``: show the live dashboard (:mod:`vecfast.trainers.viewer`) in the terminal.
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
@@ -195,7 +203,7 @@ def train(
         env_name = _env_name(env, vec_env)
         resumed_at = int(state["metrics"]["env_steps"]) if state is not None else None
         path = run_dir if run_dir is not None else default_run_dir(env_name, algo)
-        run = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at)
+        run = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at, resume=resume)
         run.write_config(
             {
                 "algo": algo,
@@ -243,17 +251,22 @@ def _run(
     interrupted = False
 
     def checkpoint(is_best: bool = False) -> None:
-        state = {
+        state = {  # tensors and plain data only: loading it runs no code (run_dir.load_checkpoint)
             **trainer.state_dict(),
             "algo": algo,
             "env": env_name,
             "config": cfg.to_dict(),
-            "observation_space": env.single_observation_space,
-            "action_space": env.single_action_space,
-            "metrics": metrics,
-            "best_return": best_return,  # so a resumed run keeps best.pt unless it does better
+            "observation_space": space_to_data(env.single_observation_space),
+            "action_space": space_to_data(env.single_action_space),
+            "metrics": plain_data(metrics),
+            "best_return": float(best_return),  # so a resumed run keeps best.pt unless it does better
         }
-        run.save(state, int(metrics["env_steps"]), best=is_best)
+        run.save(state, best=is_best)
+
+    def improved() -> bool:
+        """Whether the running mean return, over enough episodes to mean something, beats the best."""
+        enough = metrics.get("episodes", 0) >= min(cfg.stats_avg, 10)
+        return enough and metrics.get("mean_episode_return", -np.inf) > best_return
 
     title = f"{env_name} · {algo}"
     dashboard = LiveDashboard(total_env_steps, cfg.batch_size, title, cfg.train_for_seconds) if live else None
@@ -275,15 +288,9 @@ def _run(
                 if dashboard is not None:
                     dashboard.update(metrics)
                 now = time.perf_counter()
-                mean_return = metrics.get("mean_episode_return", -np.inf)
-                best = (
-                    cfg.save_best_every_sec is not None
-                    and now - last_best >= cfg.save_best_every_sec
-                    and metrics.get("episodes", 0) >= min(cfg.stats_avg, 10)
-                    and mean_return > best_return
-                )
+                best = cfg.save_best_every_sec is not None and now - last_best >= cfg.save_best_every_sec and improved()
                 if best:
-                    best_return, last_best = mean_return, now
+                    best_return, last_best = metrics["mean_episode_return"], now
                 if best or now - last_save >= cfg.save_every_sec:
                     checkpoint(is_best=best)
                     last_save = now
@@ -293,7 +300,10 @@ def _run(
                     break
         except KeyboardInterrupt:
             interrupted = True
-    checkpoint()
+    final_best = cfg.save_best_every_sec is not None and improved()  # a run shorter than the period included
+    if final_best:
+        best_return = metrics["mean_episode_return"]
+    checkpoint(is_best=final_best)
     elapsed = time.perf_counter() - start
     stats = {
         "env_steps": int(metrics["env_steps"]),
@@ -313,8 +323,13 @@ def _run(
     return stats
 
 
-def load_policy(run_dir: str | os.PathLike, which: str = "best") -> ActorCritic:
-    """The policy of a run directory (its best checkpoint, or the last if it has no best), on CPU."""
+def load_policy(run_dir: str | os.PathLike, which: str = "last") -> ActorCritic:
+    """The policy of a run directory, on CPU: its newest checkpoint, or with ``which="best"`` the one
+    with the best mean return (the newest if it has none yet).
+
+    The newest by default: ``best.pt`` is only as good as the returns measured when it was
+    written, a run shorter than ``save_best_every_sec`` has only its first one.
+    """
     try:
         state = load_checkpoint(run_dir, which)
     except FileNotFoundError:
@@ -322,7 +337,7 @@ def load_policy(run_dir: str | os.PathLike, which: str = "best") -> ActorCritic:
             raise
         state = load_checkpoint(run_dir, "last")
     cfg = TrainConfig.from_overrides(**state["config"])
-    model = ActorCritic(state["observation_space"], state["action_space"], cfg)
+    model = ActorCritic(space_from_data(state["observation_space"]), space_from_data(state["action_space"]), cfg)
     model.load_state_dict(state["model"])
     return model.eval()
 
