@@ -144,6 +144,7 @@ class SpaceEnv(gym.Env):
         fault: ``None``, ``"raise"``, ``"hang"``, ``"segfault"`` or ``"exit"``: what to do
             on the step whose lifetime step count equals ``fault_at``.
         fault_at: lifetime step count (over all episodes) at which ``fault`` happens.
+        step_seconds: how long every step sleeps (a slow simulator).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
@@ -156,8 +157,10 @@ class SpaceEnv(gym.Env):
         render_mode: str | None = None,
         fault: str | None = None,
         fault_at: int = 1,
+        step_seconds: float = 0.0,
     ) -> None:
         self.kind = kind
+        self.step_seconds = step_seconds
         self.index = index
         self.observation_space, self.action_space = _space_pair(kind)
         self.terminate_prob = terminate_prob
@@ -193,6 +196,8 @@ class SpaceEnv(gym.Env):
             raise ValueError(f"env {self.index} got an action outside its space: {action!r}")
         self.step_count += 1
         self._t += 1
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
         if self.fault is not None and self.step_count == self.fault_at:
             self._misbehave()
         d = digest(action)

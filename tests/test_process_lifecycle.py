@@ -7,6 +7,7 @@ test has a pytest-timeout so that a regression hangs nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ import pytest
 from envs_for_tests import env_fns, faulty_env_fns
 from helpers import describe, shm_entries, shm_files_used_by, unlink_shm, vizdoom_instance_id, wait_gone
 
-from vecfast.vector import StepTimeoutError, WorkerDiedError
+from vecfast.vector import StartTimeoutError, StepTimeoutError, WorkerDiedError
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
@@ -204,6 +205,62 @@ def test_step_timeout_names_the_hanging_env(make_async, api):
     vec.close()
     assert time.monotonic() - start < LIVENESS_BOUND_S + 1
     assert_all_gone(procs)
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_worker_is_caught_while_the_others_keep_recv_busy(make_async):
+    """Old behaviour: with double buffering, recv() kept returning the healthy worker's envs
+    and never noticed that a SIGSTOPped worker had stopped stepping its own."""
+    timeout = 1.0
+    vec = make_async(env_fns(4, "box_f32"), num_workers=2, step_timeout=timeout, batch_size=1)
+    actions = np.zeros((4, 2), np.float32)
+    vec.async_reset(seed=0)
+    victim = vec.processes[1]  # envs 2 and 3
+    try:
+        os.kill(victim.pid, signal.SIGSTOP)
+        start = time.monotonic()
+        received = 0
+        with pytest.raises(StepTimeoutError) as caught:
+            while time.monotonic() - start < timeout + 3 * LIVENESS_BOUND_S:
+                obs, *_, info = vec.recv()
+                received += 1
+                vec.send(actions[info["env_id"]], info["env_id"])
+        elapsed = time.monotonic() - start
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+    assert timeout <= elapsed < timeout + LIVENESS_BOUND_S
+    assert received > 10  # the healthy worker kept stepping in the meantime
+    message = str(caught.value)
+    assert "worker 1" in message and "env 2" in message and "stopped" in message
+    vec.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_hanging_env_constructor_times_out_and_leaves_no_process(make_async):
+    """Old behaviour: no start_timeout; the constructor of the vector env waited forever."""
+    fns = env_fns(4, "box_f32")
+    fns[3] = functools.partial(time.sleep, 10_000)  # never returns an env
+    before = set(psutil.Process().children(recursive=True))
+    start = time.monotonic()
+    with pytest.raises(StartTimeoutError) as caught:
+        make_async(fns, num_workers=2, start_timeout=1.0)
+    assert 1.0 <= time.monotonic() - start < 1.0 + LIVENESS_BOUND_S
+    message = str(caught.value)
+    assert "worker 1 (envs 2-3" in message and "worker 0" not in message and "start_timeout=1.0" in message
+    assert isinstance(caught.value, TimeoutError)
+    assert_all_gone(list(set(psutil.Process().children(recursive=True)) - before))
+
+
+@pytest.mark.timeout(60)
+def test_a_job_queued_behind_slow_steps_is_not_a_stall(make_async):
+    """Progress is judged per env step started, not per job: a worker stepping many slow envs
+    one after another, each well within step_timeout, never times out."""
+    fns = env_fns(4, "box_f32", step_seconds=0.2, terminate_prob=0.0, time_limit=False)
+    vec = make_async(fns, num_workers=1, step_timeout=0.5)
+    vec.reset(seed=0)
+    for _ in range(3):
+        vec.step(ACTIONS[:4])
+    vec.close()
 
 
 @pytest.mark.timeout(30)

@@ -31,6 +31,7 @@ from vecfast.vector.shared_buffers import (
     slot_buffers,
     space_buffer,
 )
+from vecfast.vector.stall_watch import StallWatch
 from vecfast.vector.worker_pool import LIVENESS_SECONDS, WorkerPool
 
 _BUSY_CLOSE_GRACE = 1.0  # seconds close() waits for envs still inside an abandoned call
@@ -86,8 +87,14 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         num_workers: worker processes; default ``min(os.cpu_count(), num_envs)``.
         double_buffered: split each worker's envs into two groups (see above).
         batch_size: envs returned by :meth:`recv`; default ``num_envs``.
-        step_timeout: seconds to wait for envs before :class:`~vecfast.vector.StepTimeoutError`
-            names the env that hangs; ``None`` waits forever (dead workers are still detected).
+        step_timeout: longest an env's step (or reset) may take, and longest a worker that
+            owes results may go without starting one: past it, :class:`~vecfast.vector.StepTimeoutError`
+            names the env and the worker (stuck in an env, or stopped), even while other
+            workers keep ``recv`` busy. ``None`` waits forever (dead workers are still detected).
+            Settable on a live env.
+        start_timeout: longest the env constructors (``env_fns``) may take: past it,
+            :class:`~vecfast.vector.StartTimeoutError` names the workers still building
+            envs, and every worker is stopped. ``None`` waits forever, as gymnasium does.
         spin_us: microseconds a worker polls for its next job before it sleeps: polling
             saves the wake-up latency when the owner answers quickly, sleeping keeps an
             idle vector env off the CPU.
@@ -115,6 +122,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         double_buffered: bool = True,
         batch_size: int | None = None,
         step_timeout: float | None = None,
+        start_timeout: float | None = None,
         spin_us: float = 200.0,
         close_timeout: float = 10.0,
         check_actions: bool = False,
@@ -138,8 +146,9 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self.batch_size = num_envs if batch_size is None else batch_size
         if not 1 <= self.batch_size <= num_envs:
             raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
-        if step_timeout is not None and step_timeout <= 0:
-            raise ValueError(f"step_timeout must be positive or None, got {step_timeout}")
+        for name, value in (("step_timeout", step_timeout), ("start_timeout", start_timeout)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive or None, got {value}")
         if isinstance(observation_mode, tuple):
             if len(observation_mode) != 2 or not all(isinstance(s, Space) for s in observation_mode):
                 raise TypeError(f"observation_mode as a tuple must be (batched, single) Spaces, got {observation_mode}")
@@ -165,7 +174,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             env_fns, num_workers, context, daemon, self.autoreset_mode, spin_us * 1e-6, double_buffered, close_timeout
         )
         try:
-            self._attach()
+            self._attach(start_timeout)
         except BaseException:
             self._pool.shutdown(close_timeout, graceful=False)
             raise
@@ -186,9 +195,9 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         return [w.process for w in self._pool.workers]
 
     # ----------------------------------------------------------------- start-up
-    def _attach(self) -> None:
+    def _attach(self, start_timeout: float | None) -> None:
         """Check every env's spaces, build the arena and hand it to the workers."""
-        reports = self._pool.started()
+        reports = self._pool.started(start_timeout)
         env_spaces = [spaces for report in reports for spaces in report.spaces]
         self._set_spaces(env_spaces)
         self.metadata = reports[0].metadata
@@ -232,7 +241,9 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._terminations = views["terminated"]
         self._truncations = views["truncated"]
         self._status = views["status"]
-        self._stepping = views["stepping_env"]
+        progress = views["progress"]
+        progress[:, 0] = -1  # no env being stepped yet
+        self._stall_watch = StallWatch(progress, self._pool.env_worker)
         self._envs = EnvTable(self.num_envs, pickled_obs)
 
     def _set_spaces(self, env_spaces: list[tuple[Space, Space]]) -> None:
@@ -573,27 +584,45 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         on it rather than polling, because on a machine with as many workers as cores a
         polling owner takes a core from a worker. A token can be stale (an earlier scan
         took its envs): then the scan finds nothing and the owner sleeps again. Raises if
-        a worker dies, or if envs hang past ``step_timeout``.
+        a worker dies, or if a worker makes no progress for ``step_timeout``.
         """
         now = time.monotonic()
-        hang_deadline = None if self.step_timeout is None else now + self.step_timeout
         deadline = None if timeout is None else now + timeout
-        if now > self._next_liveness_check:  # a dead worker must not go unnoticed while others keep up
+        if now > self._next_liveness_check:  # a dead or stalled worker must not go unnoticed while others keep up
             self._next_liveness_check = now + LIVENESS_SECONDS
-            self._pool.check_alive(doing)
+            self._check_workers(now, doing)
         acquire = self._pool.ready_sem.acquire
         while not until():
             wake = LIVENESS_SECONDS if deadline is None else min(LIVENESS_SECONDS, max(0.0, deadline - now))
             if not acquire(timeout=wake):
                 now = time.monotonic()
-                self._pool.check_alive(doing)
-                if hang_deadline is not None and now > hang_deadline:
-                    raise self._pool.hung(self._stepping, self.step_timeout)
+                self._check_workers(now, doing)
                 if deadline is not None and now >= deadline:
                     self._collect()
                     return until()
             self._collect()
         return True
+
+    def _check_workers(self, now: float, doing: str) -> None:
+        """Raise if a worker died, or (with a ``step_timeout``) stalled while it owes results."""
+        self._pool.check_alive(doing)
+        if self.step_timeout is None:
+            return
+        owed = np.flatnonzero((self._envs.phase == Phase.RUNNING) & (self._status == EnvStatus.PENDING))
+        stalled = self._stall_watch.stalled(now, owed, self.step_timeout)
+        if len(stalled):
+            progress, env_worker = self._stall_watch.marks, self._pool.env_worker
+            raise self._pool.hung(
+                {
+                    int(w): (
+                        int(progress[w, 0]),
+                        owed[env_worker[owed] == w].tolist(),
+                        self._stall_watch.quiet_for(w, now),
+                    )
+                    for w in stalled
+                },
+                self.step_timeout,
+            )
 
     def _collect(self) -> None:
         """Move envs whose workers finished them to DONE, reading the reports they left on the pipe."""

@@ -123,5 +123,9 @@ class StepTimeoutError(TimeoutError):
     """Envs did not answer within ``step_timeout``; the message names the env that hangs."""
 
 
+class StartTimeoutError(TimeoutError):
+    """Env constructors did not finish within ``start_timeout``; the message names their workers."""
+
+
 class InvalidActionError(ValueError):
     """The action batch does not fit the action space (``check_actions=True``); nothing was stepped."""

@@ -111,10 +111,13 @@ class JobRing:
 
 
 def reserve_result_arrays(layout: ArenaLayout, num_envs: int, num_workers: int) -> None:
-    """Per-env statuses and, per worker, the env it is stepping (to name a hanging env)."""
+    """Per-env statuses and, per worker, its progress marks (vecfast.vector.stall_watch).
+
+    ``progress[w, 0]``: the env worker ``w`` is stepping (-1 between jobs); ``progress[w, 1]``:
+    the jobs it has started. One cache line per worker: it is written before every env step.
+    """
     layout.add("status", (num_envs,), "int8")
-    # One cache line per worker: it is written before every env step.
-    layout.add("stepping_env", (num_workers, 8), "int64")
+    layout.add("progress", (num_workers, 8), "int64")
 
 
 def spin_acquire(try_acquire: Callable[[bool], bool], seconds: float) -> bool:

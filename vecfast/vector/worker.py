@@ -140,7 +140,7 @@ class _Worker:
         self.terminated = views["terminated"]
         self.truncated = views["truncated"]
         self.status = views["status"]
-        self.stepping = views["stepping_env"][index]
+        self.progress = views["progress"][index]  # [env being stepped, jobs started]
         self.step_env = self._make_step_env()
 
     def serve(self, cmd_sem: Semaphore, spin_seconds: float) -> None:
@@ -178,11 +178,12 @@ class _Worker:
         terminations: list[Any] = []
         truncations: list[Any] = []
         report = JobReport()
-        stepping = self.stepping
+        progress = self.progress
+        progress[1] += 1
         offset = self.offset
         for position, k in enumerate(local):
             env_index = offset + k
-            stepping[0] = env_index
+            progress[0] = env_index
             try:
                 obs, reward, terminated, truncated, info = fn(k, env_index, None if args is None else args[position])
                 if obs_buffer is None:
@@ -198,7 +199,7 @@ class _Worker:
             truncations.append(truncated)
             if info:
                 report.infos[env_index] = info
-        stepping[0] = -1
+        progress[0] = -1
         self.reward[done] = rewards
         self.terminated[done] = terminations
         self.truncated[done] = truncations

@@ -16,11 +16,12 @@ from multiprocessing.synchronize import Semaphore
 from typing import Any
 
 import numpy as np
+import psutil
 from gymnasium import Env
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import CloudpickleWrapper
 
-from vecfast.vector.errors import StepTimeoutError, WorkerDiedError
+from vecfast.vector.errors import StartTimeoutError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.messages import Attach, StartFailed, WorkerStarted
 from vecfast.vector.process_cleanup import kill_group
 from vecfast.vector.protocol import Job, JobRing
@@ -109,11 +110,20 @@ class WorkerPool:
     def pids(self) -> list[int]:
         return [w.process.pid for w in self.workers]
 
-    def started(self) -> list[WorkerStarted]:
-        """Each worker's report once its envs exist; an env that failed to build raises here."""
+    def started(self, timeout: float | None = None) -> list[WorkerStarted]:
+        """Each worker's report once its envs exist; an env that failed to build raises here, and
+        :class:`StartTimeoutError` if some are not built within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         reports = []
         for w in self.workers:
-            message = self.receive(w, "starting its envs")
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            message = self.receive(w, "starting its envs", left)
+            if message is None:
+                late = [v for v in self.workers[w.index :] if not v.conn.poll()]
+                raise StartTimeoutError(
+                    f"{_worker_list(late)} did not build {'its' if len(late) == 1 else 'their'} envs within "
+                    f"start_timeout={timeout} s: an env constructor hangs, or takes longer than that"
+                )
             if isinstance(message, StartFailed):
                 raise message.failure.to_error()
             reports.append(message)
@@ -185,10 +195,20 @@ class WorkerPool:
             if not w.process.is_alive():
                 raise self._died(w, doing)
 
-    def hung(self, stepping: np.ndarray, step_timeout: float) -> StepTimeoutError:
-        """Mark the pool broken by a hang; ``stepping[w, 0]`` is the env worker ``w`` is stepping."""
-        hanging = [f"env {e} (worker {w.index})" for w in self.workers if (e := int(stepping[w.index, 0])) >= 0]
-        self.broken = f"{', '.join(hanging) or 'no env'} did not finish within step_timeout={step_timeout} s"
+    def hung(self, stalled: dict[int, tuple[int, list[int], float]], step_timeout: float) -> StepTimeoutError:
+        """Mark the pool broken by stalled workers: ``stalled[w]`` = (env it is stepping or -1, envs it owes,
+        seconds without progress)."""
+        notes = []
+        for index, (stepping, owed, quiet) in stalled.items():
+            w = self.workers[index]
+            who = f"worker {index} (pid {w.process.pid}{_process_state(w.process.pid)})"
+            if stepping >= 0:
+                behind = [e for e in owed if e != stepping]
+                waiting = f"; {_env_list(behind)} wait behind it" if behind else ""
+                notes.append(f"env {stepping} of {who} did not finish its step within {quiet:.1f} s{waiting}")
+            else:
+                notes.append(f"{who} started no env step for {quiet:.1f} s while {_env_list(owed)} waited on it")
+        self.broken = f"{'; '.join(notes)} (step_timeout={step_timeout} s)"
         return StepTimeoutError(self.broken)
 
     def _died(self, w: WorkerHandle, doing: str) -> WorkerDiedError:
@@ -200,6 +220,24 @@ class WorkerPool:
         """Stop the workers; ``busy`` ones (still inside a job) are killed, not asked."""
         self._finalizer.detach()
         _shutdown(self.workers, timeout, graceful and self.broken is None, busy)
+
+
+def _worker_list(workers: list[WorkerHandle]) -> str:
+    return ", ".join(f"worker {w.index} ({w.env_range}, pid {w.process.pid})" for w in workers)
+
+
+def _env_list(envs: list[int], shown: int = 4) -> str:
+    listed = ", ".join(f"env {e}" for e in envs[:shown])
+    return listed + (f" and {len(envs) - shown} more" if len(envs) > shown else "")
+
+
+def _process_state(pid: int) -> str:
+    """``", stopped"`` for a process stopped by a signal (or another noteworthy state), else ``""``."""
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error:
+        return ""
+    return {psutil.STATUS_STOPPED: ", stopped", psutil.STATUS_TRACING_STOP: ", stopped by a tracer"}.get(status, "")
 
 
 def _shutdown(workers: list[WorkerHandle], timeout: float, graceful: bool, busy: set[int] = frozenset()) -> None:
