@@ -3,18 +3,19 @@
 The env must pass PettingZoo's own API tests, play whole matches (figures every step, the
 outcome at the end), run several matches side by side on automatically chosen ports, and
 never hang or leak: a dead player or a taken port restarts the match, and killing the owner
-leaves no game process and nothing in /dev/shm.
+leaves no game process, no namespace holder and nothing in /dev/shm. (How the games are
+kept off the host's network: tests/test_doom_network.py.)
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,9 @@ def test_matches_side_by_side_as_one_vector_env(process_guard: Any) -> None:
         obs, infos = env.reset(seed=0)
         assert env.num_envs == 4 and obs["screen"].shape == (4, 3, 72, 128)
         assert infos["agent_id"].tolist() == ["player_0", "player_1"] * 2
-        assert len(set(env.get_attr("port"))) == 2
+        # Each match in a private network of its own (both on Doom's port) or, without one, on its own port.
+        networks = Counter(os.readlink(f"/proc/{game.pid}/ns/net") for game in games())
+        assert sorted(networks.values()) == [2, 2] or len(set(env.get_attr("port"))) == 2
         ended = 0
         for _ in range(110):  # two matches each (52-53 steps, then a reset step)
             actions = np.stack([env.single_action_space.sample() for _ in range(env.num_envs)])
@@ -135,23 +138,41 @@ def test_a_dead_player_restarts_the_match(process_guard: Any) -> None:
     assert games() == []
 
 
-def test_a_taken_port_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
-    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    taken.bind(("", 0))
-    picks = iter([taken.getsockname()[1]])
-    real = doom_match.free_udp_port
-    monkeypatch.setattr(doom_match, "free_udp_port", lambda: next(picks, None) or real())
-    before = shm_entries()
-    env = doom_deathmatch_v0.parallel_env(num_agents=2, timelimit_minutes=SHORT, timeout=3.0)
-    try:
+def test_a_taken_port_is_replaced_without_a_crash(tmp_path: Any) -> None:
+    """In the host's network (in a private one no other process can take a port).
+
+    A host whose port is taken exits while starting, which VizDoom 1.3.2 answers by
+    segfaulting its worker: the match must start on another port before any game does. The
+    owner runs with faulthandler on, which would print the worker's crash.
+    """
+    script = textwrap.dedent(
+        """
+        import socket, warnings
+        from vecfast.multiagent import doom_deathmatch_v0, doom_match
+        taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        taken.bind(("0.0.0.0", 0))  # as a VizDoom host binds it
+        picks = iter([taken.getsockname()[1]])
+        real = doom_match.free_udp_port
+        doom_match.free_udp_port = lambda: next(picks, None) or real()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env = doom_deathmatch_v0.parallel_env(
+                num_agents=2, timelimit_minutes=0.05, timeout=3.0, network_isolation=False
+            )
+        assert [w.category for w in caught] == [doom_match.NetworkIsolationWarning], caught
         obs, _ = env.reset(seed=0)
-        assert set(obs) == {"player_0", "player_1"}
-        assert env.restarts >= 1
-    finally:
+        assert sorted(obs) == ["player_0", "player_1"] and env.restarts >= 1, (obs, env.restarts)
+        env.step({a: [0, 0, 0, 0, 0, 0, 10] for a in env.agents})
         env.close()
-        taken.close()
-    # The host that could not bind exited on its own, its player's worker was killed: its
-    # IPC must be gone all the same, as must that of the games closed normally.
+        print("ok", flush=True)
+        """
+    )
+    before = shm_entries()
+    run = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=100
+    )
+    assert run.stdout.splitlines()[-1:] == ["ok"], run.stderr[-3000:]
+    assert "Fatal Python error" not in run.stderr, run.stderr[-3000:]
     assert vizdoom_shm_left(before) == set()
 
 
@@ -163,16 +184,20 @@ def test_killing_the_owner_leaves_no_game_and_no_shared_memory(tmp_path: Any, pr
         env = doom_duel_v0.parallel_env(timelimit_minutes=1.0)
         env.reset(seed=0)
         env.step({a: [0, 0, 0, 0, 0, 0, 10] for a in env.agents})
-        print("ready", flush=True)
+        print("ready", int(env.network.isolated), flush=True)
         time.sleep(60)
         """
     )
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
-        assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
+        assert owner.stdout is not None
+        ready, isolated = owner.stdout.readline().split()
+        assert ready == "ready"
         tree = descendants(owner.pid)
         process_guard.watch(tree)
         assert len([p for p in tree if p.name() == "vizdoom"]) == 2
+        holders = [p for p in tree if "network_isolation" in " ".join(p.cmdline())]
+        assert len(holders) == int(isolated)  # the private network's holder must go too
         shm_names = shm_files_used_by(tree)
         assert shm_names  # VizDoom's IPC files of the two games
         os.kill(owner.pid, signal.SIGKILL)
@@ -193,7 +218,10 @@ def test_vector_env_runs_matches_in_shared_workers(process_guard: Any) -> None:
         assert infos["agent_id"].tolist() == ["player_0", "player_1"] * 2
         assert infos["match_id"].tolist() == [0, 0, 1, 1]
         assert len(set(env.ports)) == 2
-        workers = [p for p in descendants() if p.name() != "vizdoom" and "reaper" not in " ".join(p.cmdline())]
+        helpers = ("reaper", "network_isolation")  # the games' reaper, the private network's holder
+        workers = [
+            p for p in descendants() if p.name() != "vizdoom" and not any(h in " ".join(p.cmdline()) for h in helpers)
+        ]
         assert len(workers) == 2 and len(games()) == 4  # no process per match
         env.action_space.seed(0)
         ends = []

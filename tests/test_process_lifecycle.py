@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -399,3 +400,18 @@ def test_owner_death_takes_every_descendant_down(owner_process, scenario, ending
     assert_all_gone(descendants)
     leaked = (shm_entries() - shm_before) & ours
     assert leaked == set(), f"/dev/shm entries left behind: {sorted(leaked)}"
+
+
+@pytest.mark.timeout(60)
+def test_workers_start_after_the_owner_ran_opencv_threads(make_async):
+    """Old behaviour: a worker forked after the owner had run OpenCV's thread pool (cv2.cvtColor on a
+    frame, as a video writer does) hung in cv2.setNumThreads(1), and the constructor waited forever."""
+    cv2 = pytest.importorskip("cv2")
+    if mp.get_start_method() != "fork":
+        pytest.skip("only forked workers inherit the owner's OpenCV state")
+    frame = np.zeros((1000, 1000, 3), np.uint8)
+    for _ in range(3):
+        cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
+    vec = make_async(env_fns(2, "box_f32"), num_workers=2, start_timeout=20.0)
+    vec.reset(seed=0)
+    vec.close()

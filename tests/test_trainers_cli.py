@@ -1,23 +1,40 @@
-"""``vecfast train`` / ``vecfast enjoy`` subcommands (parsed by a parser they are added to, as vecfast/cli.py does)."""
+"""``vecfast train`` / ``vecfast enjoy`` / ``vecfast tune`` subcommands, through ``vecfast.cli.main``."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
+import fcntl
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
 import pytest
 from PIL import Image
 
-from vecfast.trainers.cli import add_train_commands
+from vecfast.cli import build_parser, main
+from vecfast.trainers import config as config_module
+from vecfast.trainers.config import TrainConfig, field_docs
+from vecfast.trainers.evaluate import evaluate
 
 
 def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="vecfast")
-    add_train_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.handler(args)
+    """``vecfast ARGV`` in this process; an error raises with its traceback (--debug)."""
+    return main(["--debug", *argv])
+
+
+def one_error_line(capsys: pytest.CaptureFixture, argv: list[str], command: str = "train") -> str:
+    """``vecfast ARGV``'s error: exit status 2 and one line on stderr, which it returns."""
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"vecfast {command}: error: "), lines
+    return lines[0]
+
+
+# a tiny PPO on CartPole: a few seconds on two cores
+TINY = ["--algo", "ppo", "--num_workers", "1", "--num-envs-per-worker", "4", "--rollout", "16", "--batch_size", "64"]
+TINY += ["--encoder_mlp_layers", "16"]
 
 
 def test_train_then_enjoy_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -33,8 +50,10 @@ def test_train_then_enjoy_on_the_command_line(tmp_path: Path, capsys: pytest.Cap
     assert config["ppo_clip_value"] == 0.2 and config["num_envs_per_worker"] == 4
     assert run_cli(["enjoy", str(run_dir), "--episodes", "2", "--no-video", "--checkpoint", "last"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["episode 0", "episode 1"]
-    assert all(float(line.split()[-1]) >= 1 for line in lines)  # CartPole pays 1 per step
+    assert [line.split(":")[0] for line in lines[:2]] == ["episode 0", "episode 1"]
+    assert lines[2].startswith("mean return ") and lines[2].endswith(" over 2 episodes")
+    result = evaluate(run_dir, episodes=2, max_steps=10_000)  # what enjoy prints is what evaluate measures
+    assert lines == result.lines() and result.returns == tuple(map(float, result.lengths))  # CartPole pays 1 a step
 
 
 def test_enjoy_writes_videos_of_doom_episodes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -63,3 +82,78 @@ def test_unknown_values_are_rejected_by_the_parser() -> None:
         run_cli(["train", "CartPole-v1", "--rollout", "many"])
     with pytest.raises(SystemExit):
         run_cli(["train", "CartPole-v1", "--encoder_bf16", "maybe"])
+
+
+def test_every_config_option_says_what_it_does_and_its_default() -> None:
+    docs = field_docs()
+    fields = dataclasses.fields(TrainConfig)
+    assert set(docs) == {field.name for field in fields}  # a new key needs its docstring
+    subcommands = build_parser()._actions[-1].choices
+    for command in ("train", "tune"):
+        actions = {action.dest: action for action in subcommands[command]._actions}
+        for field in fields:
+            if command == "tune" and field.name in config_module.TUNED_KEYS:
+                assert field.name not in actions
+                continue
+            text = actions[field.name].help
+            assert text.startswith(docs[field.name].replace("%", "%%")) and len(docs[field.name].split()) >= 2, text
+            assert text.endswith(")") and "(default: " in text, text
+
+
+def test_resume_continues_the_run_with_its_own_config(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    # the real command, stdout a pipe: no live dashboard there, only the JSON summary
+    argv = ["train", "CartPole-v1", "--total-env-steps", "512", "--run-dir", str(run_dir), *TINY]
+    done = subprocess.run(
+        [sys.executable, "-m", "vecfast", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["env_steps"] == 512
+    first = json.loads((run_dir / "config.json").read_text())
+    assert first["total_env_steps"] == 512 and first["config"]["rollout"] == 16
+    # as if it had been stopped half-way through 1024 env steps
+    (run_dir / "config.json").write_text(json.dumps({**first, "total_env_steps": 1024}))
+
+    assert run_cli(["train", "--resume", str(run_dir)]) == 0  # no env id, algo, total or config repeated
+    assert json.loads(capsys.readouterr().out)["env_steps"] == 1024
+    resumed = json.loads((run_dir / "config.json").read_text())
+    assert (resumed["env"], resumed["algo"], resumed["total_env_steps"]) == ("CartPole-v1", "ppo", 1024)
+    assert resumed["config"] == first["config"]
+    steps = [json.loads(line)["env_steps"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(64, 1024 + 1, 64))  # on from the checkpoint at 512
+
+    argv = ["train", "--resume", str(run_dir), "--total-env-steps", "1536", "--learning_rate", "0.0005"]
+    assert run_cli(argv) == 0
+    assert json.loads(capsys.readouterr().out)["env_steps"] == 1536
+    again = json.loads((run_dir / "config.json").read_text())
+    assert again["total_env_steps"] == 1536
+    assert again["config"] == {**first["config"], "learning_rate": 0.0005}  # only what was given changed
+
+    line = one_error_line(capsys, ["train", "--resume", str(run_dir)])
+    assert "has trained its 1,536 env steps" in line and "--total-env-steps N" in line
+    line = one_error_line(capsys, ["train", "MountainCar-v0", "--resume", str(run_dir)])
+    assert "is a run of env 'CartPole-v1', not 'MountainCar-v0'" in line
+    line = one_error_line(capsys, ["train", "--resume", str(run_dir), "--algo", "appo"])
+    assert "is a run of algo 'ppo', not 'appo'" in line
+    line = one_error_line(capsys, ["train", "CartPole-v1", "--run-dir", str(run_dir)])
+    assert "holds a run already" in line and f"--resume {run_dir}" in line
+
+
+def test_user_errors_of_train_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    line = one_error_line(capsys, ["train", "CartPole-v1", "--algo", "dqn"])
+    assert line.endswith("unknown algorithm 'dqn'; registered: appo, ppo")
+    line = one_error_line(capsys, ["train", "CartPole-v1", "--rollout", "30"])
+    assert line.endswith("invalid config: batch_size (512) must be a multiple of rollout (30)")
+    line = one_error_line(capsys, ["tune", "CartPole-v1", "--nonlinearity", "gelu"], command="tune")
+    assert "nonlinearity must be 'elu', 'relu' or 'tanh'" in line
+    run_dir = tmp_path / "live"
+    run_dir.mkdir()
+    with open(run_dir / ".lock", "a") as lock:  # as a live run holds it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        line = one_error_line(capsys, ["train", "CartPole-v1", "--run-dir", str(run_dir), *TINY])
+    assert "is in use by a live run" in line
+    line = one_error_line(capsys, ["train", "--resume", str(run_dir)])
+    assert line.endswith("holds no run: it has no config.json")
+    (run_dir / "config.json").write_text(json.dumps({"env": "CartPole-v1", "algo": "ppo", "config": {}}))
+    line = one_error_line(capsys, ["enjoy", str(run_dir)], command="enjoy")
+    assert line.endswith("has no checkpoint (checkpoints/last_*.pt) yet")

@@ -5,12 +5,12 @@ from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.make import make_vec
 
 __version__ = "0.1.0"
-__all__ = ["AsyncSharedMemVectorEnv", "TrainResult", "__version__", "make_vec", "train"]
+__all__ = ["AsyncSharedMemVectorEnv", "EvalResult", "TrainResult", "__version__", "evaluate", "make_vec", "train"]
 
 
 def __getattr__(name: str) -> object:
-    """``vecfast.train``/``TrainResult`` load the trainers (and torch) only when first used."""
-    if name in ("train", "TrainResult"):
+    """``vecfast.train``/``evaluate`` and their results load the trainers (and torch) only when first used."""
+    if name in ("train", "TrainResult", "evaluate", "EvalResult"):
         import vecfast.trainers
 
         return getattr(vecfast.trainers, name)

@@ -1,17 +1,69 @@
 """The ``vecfast`` command line.
 
 Each subcommand is registered by an ``_add_<name>`` function that builds its
-parser and sets ``handler``; add new ones to ``_SUBCOMMANDS``.
+parser and sets ``handler``; add new ones to ``_SUBCOMMANDS``. Building the parser
+imports neither torch nor VizDoom (``vecfast --help`` is fast): handlers import them.
+
+Errors: a :class:`CommandError` (what the user asked for cannot be done: an unknown env id
+or algorithm, a missing run directory, an invalid config value), a file that is missing or
+in the way, or gymnasium's unknown env id or missing dependency prints one line
+``vecfast <command>: error: <what, and what is valid>`` to stderr and exits with 2, as
+argparse does for a bad command line. Any other exception is a failure of vecfast, not of
+the command line: one line with its type and message, and exit status 1. ``--debug``
+(before or after the subcommand) raises instead, with the traceback. KeyboardInterrupt
+is never caught here.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+EXIT_ERROR = 2  # a CommandError (and argparse's bad command lines)
+EXIT_FAILURE = 1  # an unexpected exception; a bench backend that failed
+
+# path errors are the user's: a missing run directory, a run directory that holds a run already
+_PATH_ERRORS = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+class CommandError(Exception):
+    """What the user asked for cannot be done: ``vecfast <command>: error: <message>``, exit status 2.
+
+    The message says what was wrong and, where that is cheap, what is valid.
+    """
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise :class:`CommandError`, naming the registered ids close to ``env_id``, unless gymnasium knows it.
+
+    ``module:EnvId`` imports ``module`` first, as ``gymnasium.make`` does.
+    """
+    import gymnasium
+
+    module, _, name = env_id.rpartition(":")
+    try:
+        if module:
+            importlib.import_module(module)
+        gymnasium.spec(name)
+    except ImportError as exc:
+        raise CommandError(f"env id {env_id!r}: cannot import {module!r}: {exc}") from exc
+    except gymnasium.error.Error as exc:
+        ids = {key.lower(): key for key in gymnasium.registry}
+        close = [ids[key] for key in difflib.get_close_matches(name.lower(), ids, n=5)]
+        named = "" if isinstance(exc, gymnasium.error.NameNotFound) else f" ({exc})"
+        valid = (
+            f"registered ids like it: {', '.join(close)}"
+            if close
+            else "python -c 'import vecfast, gymnasium; gymnasium.pprint_registry()' lists the registered ids"
+        )
+        raise CommandError(f"unknown env id {env_id!r}{named}; {valid}") from exc
 
 
 def _csv(value: str) -> list[str]:
@@ -82,9 +134,9 @@ def _bench(args: argparse.Namespace) -> int:
     backends = args.only or list(BACKENDS)
     unknown = [name for name in backends if name not in BACKENDS]
     if unknown:
-        raise SystemExit(f"vecfast bench: unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
+        raise CommandError(f"unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
     if args.num_workers is not None and args.num_workers > args.num_envs:
-        raise SystemExit(f"vecfast bench: --num-workers {args.num_workers} exceeds --num-envs {args.num_envs}")
+        raise CommandError(f"--num-workers {args.num_workers} exceeds --num-envs {args.num_envs}")
     json_path = args.json.resolve() if args.json else None  # before the benchmark changes cwd
     cfg = BenchConfig(
         env_id=args.env_id,
@@ -100,10 +152,11 @@ def _bench(args: argparse.Namespace) -> int:
     # so the physical limit and the peers are measured under the same setting; the variables
     # reach the workers that peers spawn, too.
     os.environ.update(OPENCV_FOR_THREADS_NUM="1", OMP_NUM_THREADS="1")
+    check_env_id(cfg.make_id)
     try:
         report = run_benchmark(cfg, backends, console=Console(stderr=True))
     except EnvSetupError as exc:
-        raise SystemExit(f"vecfast bench: {exc}") from exc
+        raise CommandError(str(exc)) from exc
     Console().print(render_table(report))
     for name, error in report.errors.items():
         Console(stderr=True).print(f"[red]{name} failed:[/red] {escape(error)}", highlight=False)
@@ -128,15 +181,47 @@ def _add_train_commands(subparsers: Any) -> None:
 _SUBCOMMANDS: list[Callable[[Any], None]] = [_add_bench, _add_nav_commands, _add_train_commands]
 
 
+_DEBUG_HELP = "on an error, raise it with its traceback instead of printing one line"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vecfast", description="Fast vectorized environments.")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:
         add(subparsers)
+    _add_to_subcommands(parser)
     return parser
+
+
+def _add_to_subcommands(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after a subcommand too, and the subcommand's name (``prog``) for its error lines."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in {id(p): p for p in action.choices.values()}.values():  # an alias shares its parser
+                sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
+                sub.set_defaults(command_prog=sub.prog)
+                _add_to_subcommands(sub)
+
+
+def _is_user_error(exc: Exception) -> bool:
+    """Whether ``exc`` is a mistake in the command (one line, exit 2) rather than a failure of vecfast."""
+    from gymnasium import error
+
+    gym_errors = (error.UnregisteredEnv, error.DeprecatedEnv, error.DependencyNotInstalled)  # an env id, a missing dep
+    return isinstance(exc, (CommandError, *_PATH_ERRORS, *gym_errors))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``vecfast`` console script and of ``python -m vecfast``."""
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except Exception as exc:  # not KeyboardInterrupt: `train` saves a final checkpoint on Ctrl-C itself
+        if args.debug:
+            raise
+        if _is_user_error(exc):
+            print(f"{args.command_prog}: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"{args.command_prog}: error: {type(exc).__name__}: {exc} (--debug shows the traceback)", file=sys.stderr)
+        return EXIT_FAILURE

@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from vecfast.multiagent.doom_match import MATCH_FAILURES, DoomPlayerEnv, free_udp_port, outcomes, start_match
+from vecfast.multiagent.doom_match import MATCH_FAILURES, DoomPlayerEnv, MatchNetwork, outcomes, start_match
 from vecfast.multiagent.slots import SlotLayout
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.action_check import check_action_batch
@@ -33,9 +33,9 @@ class DoomMatchesVectorEnv(VectorEnv):
 
     Reliability: workers share matches, so a failure anywhere (a player process that dies,
     a match that stops answering for ``timeout`` seconds, a host that cannot start) tears
-    down every match of this env and starts them again on fresh ports: that step returns
-    every slot ``truncated=True`` with ``info["match_restarted"]`` (the reason) and the next
-    step resets them (``info["active"]`` False).
+    down every match of this env and starts them again (in a fresh network, or on fresh
+    ports): that step returns every slot ``truncated=True`` with ``info["match_restarted"]``
+    (the reason) and the next step resets them (``info["active"]`` False).
 
     Args:
         wad: the multiplayer map (``"multi_duel.wad"``, ``"multi_deathmatch.wad"``).
@@ -43,7 +43,9 @@ class DoomMatchesVectorEnv(VectorEnv):
         num_agents: players per match.
         num_workers: a multiple of ``num_agents`` whose quotient divides ``num_matches``;
             default ``num_agents`` (one worker per player position).
-        timeout, max_start_attempts: as for :class:`~vecfast.multiagent.doom_match.DoomMatch`.
+        timeout, max_start_attempts, network_isolation: as for
+            :class:`~vecfast.multiagent.doom_match.DoomMatch`; the games of all matches share
+            one private network (each match on its own port).
         spin_us: as for :class:`~vecfast.vector.AsyncSharedMemVectorEnv`.
         game_kwargs: ``num_bots`` (built-in bots per match), ``frame_skip``, ``timelimit_minutes``,
             ``resolution``, ``reward_shaping``, ``render_mode`` of every player's
@@ -60,6 +62,7 @@ class DoomMatchesVectorEnv(VectorEnv):
         timeout: float = 20.0,
         max_start_attempts: int = 5,
         spin_us: float = 200.0,
+        network_isolation: bool | None = None,
         **game_kwargs: Any,
     ) -> None:
         if num_matches < 1 or num_agents < 1:
@@ -77,6 +80,7 @@ class DoomMatchesVectorEnv(VectorEnv):
         self.restarts = 0  # times every match was torn down and started again
         self._spin_us = spin_us
         self._game_kwargs = {"wad": wad, "connect_timeout": timeout, **game_kwargs}
+        self.network = MatchNetwork(network_isolation)
         self.slots = SlotLayout(num_matches, [f"player_{p}" for p in range(num_agents)])
         self.num_matches = num_matches
         self.num_agents = num_agents
@@ -102,18 +106,22 @@ class DoomMatchesVectorEnv(VectorEnv):
         self._last_obs: Any = None
 
     def _start_players(self) -> AsyncSharedMemVectorEnv:
-        self.ports = [free_udp_port() for _ in range(self.num_matches)]
-        n, m, kwargs = self.num_agents, self.num_matches, self._game_kwargs
+        launcher, self.ports = self.network.open(self.num_matches)
+        n, m, kwargs = self.num_agents, self.num_matches, {**self._game_kwargs, "launcher": launcher}
         fns = [functools.partial(DoomPlayerEnv, e // m, n, self.ports[e % m], **kwargs) for e in range(n * m)]
-        return AsyncSharedMemVectorEnv(
-            fns,
-            copy=False,  # rows are gathered into slot order, which copies them anyway
-            num_workers=self.num_workers,
-            double_buffered=False,
-            autoreset_mode=AutoresetMode.NEXT_STEP,
-            step_timeout=self.timeout + 5.0,  # the games give up connecting after `timeout`
-            spin_us=self._spin_us,
-        )
+        try:
+            return AsyncSharedMemVectorEnv(
+                fns,
+                copy=False,  # rows are gathered into slot order, which copies them anyway
+                num_workers=self.num_workers,
+                double_buffered=False,
+                autoreset_mode=AutoresetMode.NEXT_STEP,
+                step_timeout=self.timeout + 5.0,  # the games give up connecting after `timeout`
+                spin_us=self._spin_us,
+            )
+        except BaseException:
+            self.network.close()
+            raise
 
     def _replace_players(self) -> None:
         self.players.close(terminate=True)
@@ -177,7 +185,10 @@ class DoomMatchesVectorEnv(VectorEnv):
         self.players.set_attr(name, values)
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.players.close(**kwargs)
+        try:
+            self.players.close(**kwargs)
+        finally:
+            self.network.close()
 
     # ----------------------------------------------------------------- internals
     def _start_matches(self, env_seeds: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
@@ -185,6 +196,7 @@ class DoomMatchesVectorEnv(VectorEnv):
 
         def reset(retry: bool) -> tuple[Any, dict[str, Any]]:
             # New players' games all need their first reset: a reset mask no longer applies.
+            self.network.check_ports()
             return self.players.reset(seed=env_seeds, options=None if retry else options)
 
         def restart() -> None:

@@ -120,8 +120,10 @@ class APPOTrainer:
     def _next_batch(self) -> Trajectories:
         while True:
             for thread in (self.worker, self.batcher):
-                if thread.error is not None:
-                    raise RuntimeError(f"APPO's {thread.name} failed: {thread.error}") from thread.error
+                if thread.error is not None:  # its own type, so that callers can catch what the env raised
+                    error, thread.error = thread.error, None
+                    error.add_note(f"raised in APPO's {thread.name} thread")
+                    raise error
             try:
                 return self.batcher.batches.get(timeout=POLL_SECONDS)
             except queue.Empty:

@@ -9,64 +9,84 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import sys
 import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.tune import AUTO, TUNED_KEYS, tune
+from vecfast.cli import CommandError, check_env_id
+from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig, field_docs
+
+# Only the handlers import torch (through train, tune, enjoy, the registry): `--help` stays fast.
+DEFAULT_ALGO = "appo"
+DEFAULT_TOTAL_ENV_STEPS = 1_000_000
+_NAMES = {int: "an int", float: "a number", bool: "true or false", str: "a string"}
+_METAVARS = {int: "N", float: "X", bool: "true|false", str: "NAME"}
 
 
-def _none_or(kind: type) -> Any:
+def _value_parser(kinds: list[type], words: dict[str, Any]) -> Callable[[str], Any]:
+    """Parse a value of the first of ``kinds`` that takes it, or one of ``words`` ("none", "auto")."""
+
     def parse(value: str) -> Any:
-        return None if value.lower() == "none" else kind(value)
+        if value.lower() in words:
+            return words[value.lower()]
+        for kind in kinds:
+            if kind is bool and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            if kind is not bool:
+                try:
+                    return kind(value)
+                except ValueError:
+                    pass
+        expected = [_NAMES.get(kind, kind.__name__) for kind in kinds] + [repr(word) for word in words]
+        raise argparse.ArgumentTypeError(f"expected {' or '.join(expected)}, got {value!r}")
 
-    parse.__name__ = kind.__name__
+    parse.__name__ = " or ".join([kind.__name__ for kind in kinds] + list(words))
     return parse
 
 
-def _or_auto(kind: type) -> Callable[[str], Any]:
-    """Parse ``auto`` or a value of ``kind`` (an int, or a bool written true/false)."""
-    words = {"true": True, "false": False}
+def _value_kwargs(name: str, hint: Any) -> dict[str, Any]:
+    """How argparse reads a config key of type ``hint``; a ``str`` beside other types stands for "auto"."""
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    kinds = [arg for arg in args if arg is not type(None)]
+    if kinds == [bool] and len(args) == 1:
+        return {"action": argparse.BooleanOptionalAction}
+    if typing.get_origin(kinds[0]) is tuple:
+        return {"nargs": "*", "type": int, "metavar": "N"}
+    words = {"none": None} if len(kinds) < len(args) else {}
+    if name == "num_workers" or (str in kinds and len(kinds) > 1):  # num_workers="auto" is train()'s
+        words[AUTO] = AUTO
+        kinds = [kind for kind in kinds if kind is not str]
+    metavar = "|".join([_METAVARS.get(kind, kind.__name__) for kind in kinds] + list(words))
+    return {"type": _value_parser(kinds, words), "metavar": metavar}
 
-    def parse(value: str) -> Any:
-        if value == AUTO:
-            return AUTO
-        try:
-            return words[value.lower()] if kind is bool else kind(value)
-        except (KeyError, ValueError):
-            shown = "true, false" if kind is bool else f"an {kind.__name__}"
-            raise argparse.ArgumentTypeError(f"expected {shown} or {AUTO!r}, got {value!r}") from None
 
-    parse.__name__ = f"{kind.__name__} or {AUTO}"
-    return parse
+def _shown(value: Any) -> str:
+    """A default as it is written on the command line."""
+    if isinstance(value, tuple):
+        return " ".join(map(str, value)) or "(none)"
+    return str(value).lower() if value is None or isinstance(value, bool) else str(value)
 
 
 def _add_config_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     hints = typing.get_type_hints(TrainConfig)
-    group = parser.add_argument_group("config", "TrainConfig keys (default: the env family's and the algorithm's)")
+    docs = field_docs()
+    group = parser.add_argument_group(
+        "config",
+        "TrainConfig keys, shown with TrainConfig's defaults: envs without image observations get a small "
+        "MLP's (vecfast.trainers.train.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's "
+        "num_epochs, ...); a resumed run keeps its config. 'none' sets an optional key to None.",
+    )
     for field in dataclasses.fields(TrainConfig):
         if field.name in exclude:
             continue
-        kind = hints[field.name]
         names = [f"--{field.name}"] + ([f"--{field.name.replace('_', '-')}"] if "_" in field.name else [])
-        kwargs: dict[str, Any] = {"dest": field.name, "default": argparse.SUPPRESS}
-        optional = isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
-        if optional:
-            kind = next(a for a in typing.get_args(kind) if a is not type(None))
-        if kind == bool | str:  # True, False or "auto"
-            kwargs["type"] = _or_auto(bool)
-        elif kind is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif typing.get_origin(kind) is tuple:
-            kwargs.update(nargs="*", type=int, metavar="N")
-        elif field.name == "num_workers":
-            kwargs["type"] = _or_auto(int)
-        else:
-            kwargs["type"] = _none_or(kind) if optional else kind
-        group.add_argument(*names, help=f"(default {field.default!r})", **kwargs)
+        text = f"{docs.get(field.name, '')} (default: {_shown(field.default)})".replace("%", "%%")
+        kwargs = _value_kwargs(field.name, hints[field.name])
+        group.add_argument(*names, dest=field.name, default=argparse.SUPPRESS, help=text, **kwargs)
 
 
 def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -78,20 +98,44 @@ def add_train_commands(subparsers: Any) -> None:
     """Add ``train``, ``tune``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers."""
     train = subparsers.add_parser(
         "train",
+        usage="%(prog)s [-h] [ENV_ID] [options]",
         help="train an agent (APPO by default) and keep a run directory",
-        description="Train on a gymnasium env id; Ctrl-C stops, saving a final checkpoint.",
+        description="Train on a gymnasium env id; Ctrl-C stops, saving a final checkpoint. "
+        "--resume RUN_DIR continues a run as it was (its env, algorithm, total and config): "
+        "the options given change only themselves.",
     )
-    train.add_argument("env_id", help="registered gymnasium id, e.g. vecfast/DoomBasic-v0 or CartPole-v1")
-    train.add_argument("--algo", default="appo", help="registered algorithm (default appo)")
-    train.add_argument("--total-env-steps", "--train_for_env_steps", type=int, default=1_000_000, dest="total")
-    train.add_argument("--run-dir", type=Path, help="default runs/<env>_<algo>_<time>")
-    train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run")
-    train.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="live dashboard")
+    train.add_argument(
+        "env_id",
+        nargs="?",
+        metavar="ENV_ID",
+        help="registered gymnasium id, e.g. vecfast/DoomBasic-v0 or CartPole-v1 (with --resume: the run's)",
+    )
+    train.add_argument(
+        "--algo", help=f"registered algorithm, appo or ppo (default {DEFAULT_ALGO}; --resume: the run's)"
+    )
+    train.add_argument(
+        "--total-env-steps",
+        "--train_for_env_steps",
+        type=int,
+        dest="total",
+        metavar="N",
+        help=f"env steps to train for in all (default {DEFAULT_TOTAL_ENV_STEPS:,}; --resume: the run's)",
+    )
+    train.add_argument("--run-dir", type=Path, help="a new or empty directory (default runs/<env>_<algo>_<time>)")
+    train.add_argument(
+        "--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint"
+    )
+    train.add_argument(
+        "--live",
+        action=argparse.BooleanOptionalAction,
+        help="the live dashboard instead of progress lines (default: when stdout is a terminal)",
+    )
     _add_config_options(train)
     train.set_defaults(handler=_train)
 
     tuner = subparsers.add_parser(
         "tune",
+        usage="%(prog)s [-h] ENV_ID [options]",
         help="measure env step and inference time here, choose num_workers and num_envs_per_worker",
         description="Time env steps (random actions) and the policy's inference, then choose the double-buffered "
         "sampling layout by Sample Factory's condition k/2 > ceil(t_inf / t_env); print the reasoning.",
@@ -134,24 +178,125 @@ def add_train_commands(subparsers: Any) -> None:
     view.set_defaults(handler=_view)
 
 
+def _read_run(run_dir: Path, checkpoint: bool) -> dict[str, Any]:
+    """RUN_DIR's config.json; a CommandError unless it is there (and, if ``checkpoint``, a checkpoint too)."""
+    if not run_dir.is_dir():
+        raise CommandError(f"no run directory {str(run_dir)!r}")
+    try:
+        run = json.loads((run_dir / "config.json").read_text())
+    except FileNotFoundError:
+        raise CommandError(f"{str(run_dir)!r} holds no run: it has no config.json") from None
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{str(run_dir / 'config.json')!r} is not valid JSON: {exc}") from exc
+    if checkpoint and not _checkpoint_steps(run_dir):
+        raise CommandError(f"{str(run_dir)!r} has no checkpoint (checkpoints/last_*.pt) yet")
+    return run
+
+
+def _checkpoint_steps(run_dir: Path) -> list[int]:
+    """The env steps of the run's numbered checkpoints, newest first."""
+    from vecfast.trainers.run_dir import last_checkpoints
+
+    return [int(path.stem.removeprefix("last_")) for path in last_checkpoints(run_dir)]
+
+
+def _check_run_dir_free(run_dir: Path, resume: bool) -> None:
+    """Fail before any env starts, as RunDir would after: a new run needs an empty directory, no live run."""
+    from vecfast.trainers.run_dir import RunDirExistsError, RunDirInUseError, check_run_dir
+
+    try:
+        check_run_dir(run_dir, resume)
+    except (RunDirExistsError, RunDirInUseError) as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _algo_defaults(algo: str) -> dict[str, Any]:
+    """The registered algorithm's config defaults; a CommandError naming the registered ones if it is unknown."""
+    from vecfast.trainers.registry import get_algo, registered_algos
+
+    try:
+        return dict(get_algo(algo).defaults or {})
+    except KeyError:
+        raise CommandError(f"unknown algorithm {algo!r}; registered: {', '.join(registered_algos())}") from None
+
+
+def _check_config(algo: str, config: dict[str, Any]) -> None:
+    """Validate the config layers as train() will (the env family's defaults are valid with any)."""
+    if config.get("num_workers") == AUTO:  # tuning chooses them
+        config = {k: v for k, v in config.items() if k not in TUNED_KEYS}
+    try:
+        TrainConfig.from_overrides(**{**_algo_defaults(algo), **config})
+    except (TypeError, ValueError) as exc:
+        raise CommandError(f"invalid config: {exc}") from None
+
+
 def _train(args: argparse.Namespace) -> int:
+    overrides = _config_overrides(args)
+    if args.resume is not None:
+        env_id, algo, total, run_dir, config = _resumed(args)
+        _check_config(algo, {**config, **overrides})
+    else:
+        if args.env_id is None:
+            raise CommandError("the env id is missing (e.g. CartPole-v1); --resume RUN_DIR continues a run")
+        env_id, algo, run_dir = args.env_id, args.algo or DEFAULT_ALGO, args.run_dir
+        total = DEFAULT_TOTAL_ENV_STEPS if args.total is None else args.total
+        check_env_id(env_id)
+        _check_config(algo, overrides)
+    if run_dir is not None:
+        _check_run_dir_free(run_dir, resume=args.resume is not None)
+
     from vecfast.trainers.train import train
 
-    run_dir = args.resume if args.resume is not None else args.run_dir
     result = train(
-        args.env_id,
-        algo=args.algo,
-        total_env_steps=args.total,
+        env_id,
+        algo=algo,
+        total_env_steps=total,
         run_dir=run_dir,
-        live=args.live,
+        live=sys.stdout.isatty() if args.live is None else args.live,
         resume=args.resume is not None,
-        **_config_overrides(args),
+        **overrides,  # only the options given: a resumed run keeps the rest of its config
     )
-    print(json.dumps({"run_dir": str(result.run_dir), **result.stats}, indent=2, default=str))
+    _print_summary(json.dumps({"run_dir": str(result.run_dir), **result.stats}, indent=2, default=str))
     return 0
 
 
+def _print_summary(text: str) -> None:
+    """Print to stdout; a reader gone away (the Ctrl-C that stopped training killed ``| tee``) costs the
+    summary, not the exit status: the final checkpoint is saved, and stderr said so."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush must not fail
+
+
+def _resumed(args: argparse.Namespace) -> tuple[str, str, int, Path, dict[str, Any]]:
+    """The env id, algorithm, total env steps, directory and config of the run that --resume continues."""
+    run_dir = args.resume
+    if args.run_dir is not None and args.run_dir.resolve() != run_dir.resolve():
+        raise CommandError(f"--run-dir {args.run_dir} is not --resume {run_dir}: a run continues in its directory")
+    run = _read_run(run_dir, checkpoint=True)
+    for given, key, option in ((args.env_id, "env", "env id"), (args.algo, "algo", "--algo")):
+        if given is not None and given != run[key]:
+            raise CommandError(
+                f"{str(run_dir)!r} is a run of {key} {run[key]!r}, not {given!r}: leave the {option} out to "
+                "continue it, or start a new run"
+            )
+    check_env_id(run["env"])
+    total = run["total_env_steps"] if args.total is None else args.total
+    steps = _checkpoint_steps(run_dir)[0]
+    if steps >= total:
+        raise CommandError(
+            f"{str(run_dir)!r} has trained its {total:,} env steps (its newest checkpoint is at {steps:,}): "
+            "--total-env-steps N continues it to N"
+        )
+    return run["env"], run["algo"], total, run_dir, run["config"]
+
+
 def _tune(args: argparse.Namespace) -> int:
+    from vecfast.trainers.tune import tune
+
+    check_env_id(args.env_id)
+    _check_config(args.algo, _config_overrides(args))
     tuning = tune(args.env_id, algo=args.algo, seconds=args.seconds, **_config_overrides(args))
     print("\n".join(tuning.lines()))
     choice = tuning.choice
@@ -163,6 +308,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
+    _read_run(args.run_dir, checkpoint=False)
     from vecfast.trainers.viewer import view
 
     view(args.run_dir, follow=not args.once)
@@ -170,10 +316,11 @@ def _view(args: argparse.Namespace) -> int:
 
 
 def _enjoy(args: argparse.Namespace) -> int:
+    _read_run(args.run_dir, checkpoint=True)
     from vecfast.trainers.enjoy import enjoy
 
     video = None if args.no_video else (args.video or args.run_dir / "enjoy.mp4")
-    returns = enjoy(
+    result = enjoy(
         args.run_dir,
         episodes=args.episodes,
         which=args.checkpoint,
@@ -182,8 +329,7 @@ def _enjoy(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         seed=args.seed,
     )
-    for i, ret in enumerate(returns):
-        print(f"episode {i}: return {ret:.2f}")
+    print("\n".join(result.lines()))
     if video is not None:
         print(f"video: {video}")
     return 0

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
 import numbers
+import textwrap
 from dataclasses import dataclass
 from typing import Any
+
+AUTO = "auto"  # num_workers="auto" in train(): tune, then train with the choice
+TUNED_KEYS = ("num_workers", "num_envs_per_worker")  # the keys that num_workers="auto" chooses
 
 
 @dataclass
@@ -20,52 +27,99 @@ class TrainConfig:
     learns from ``num_batches_per_epoch`` such minibatches, ``num_epochs`` times.
     """
 
+    # Each field's docstring (the string under it) is its help: `vecfast train --help` shows it (field_docs()).
+
     # sampling
     num_workers: int = 2
+    """Worker processes that step the envs; "auto" measures this machine and chooses it and num_envs_per_worker."""
     num_envs_per_worker: int = 8
+    """Envs each worker steps: the vector env has num_workers * num_envs_per_worker."""
     rollout: int = 32
+    """Steps of one env in a trajectory, the unit that is learned from (and backpropagated through by the RNN)."""
     # learning
     batch_size: int = 512
+    """Samples per gradient step, batch_size // rollout whole trajectories: a multiple of rollout."""
     num_epochs: int = 1
+    """Passes over an iteration's samples."""
     num_batches_per_epoch: int = 1
+    """Minibatches of batch_size samples that an iteration learns from."""
     learning_rate: float = 1e-4
-    lr_schedule: str = "constant"  # or "linear_decay" (to 0 at the end of training)
+    """Adam's learning rate."""
+    lr_schedule: str = "constant"
+    """The learning rate's schedule: "constant", or "linear_decay" (to 0 at the end of training)."""
     adam_eps: float = 1e-6
+    """Adam's epsilon, added to the root of its mean of squared gradients."""
     adam_beta1: float = 0.9
+    """Adam's decay of its mean of gradients."""
     adam_beta2: float = 0.999
+    """Adam's decay of its mean of squared gradients."""
     max_grad_norm: float = 4.0
+    """Gradients are scaled down to this global L2 norm."""
     gamma: float = 0.99
+    """Discount of future rewards."""
     gae_lambda: float = 0.95
-    ppo_clip_ratio: float = 0.1  # the ratio is clipped to [1 / (1 + c), 1 + c]
-    ppo_clip_value: float | None = None  # clip the value change (in normalised units); None: no clipping
+    """GAE's lambda: advantage estimates of low variance (0) or low bias (1)."""
+    ppo_clip_ratio: float = 0.1
+    """PPO's clip c: the policy ratio is clipped to [1 / (1 + c), 1 + c]."""
+    ppo_clip_value: float | None = None
+    """Clip the value change to +-this (in normalised units); None: no clipping."""
     value_loss_coeff: float = 0.5
-    exploration_loss_coeff: float = 0.003  # entropy bonus
+    """Weight of the critic's loss."""
+    exploration_loss_coeff: float = 0.003
+    """Weight of the entropy bonus."""
     normalize_advantage: bool = True
-    with_vtrace: bool = True  # APPO: V-trace targets with rho_bar = c_bar = 1
+    """Normalise the advantages of each minibatch to mean 0 and std 1."""
+    with_vtrace: bool = True
+    """APPO: V-trace targets with rho_bar = c_bar = 1; off: GAE on the current values."""
     # model
     use_rnn: bool = True
+    """A GRU core between the encoders and the actor and critic heads."""
     rnn_size: int = 512
+    """The GRU's hidden size."""
     encoder_conv_architecture: str = "convnet_simple"
+    """Sample Factory's conv encoder of image observations: "convnet_simple" or "convnet_atari"."""
     encoder_conv_mlp_layers: tuple[int, ...] = (512,)
+    """Sizes of the fully connected layers after the conv encoder."""
     encoder_mlp_layers: tuple[int, ...] = (256, 256)
+    """Sizes of the MLP layers that encode vector (non-image) observations."""
     nonlinearity: str = "elu"
-    # bfloat16 autocast in the conv encoder; the recurrent core, heads and optimiser stay float32.
-    # "auto": on where the device computes bf16 natively (CPUs with AVX512-BF16 or AMX, GPUs with
-    # bf16), where it trained DoomBasic 1.26x faster to the same returns; elsewhere it is emulated, slowly
+    """The activation: "elu", "relu" or "tanh"."""
     encoder_bf16: bool | str = "auto"
-    normalize_input: bool = True  # running mean/std of float vector observations
-    normalize_returns: bool = True  # the critic predicts normalised returns
+    """bfloat16 autocast in the conv encoder; the recurrent core, heads and optimiser stay float32.
+    "auto": on where the device computes bf16 natively (CPUs with AVX512-BF16 or AMX, GPUs with
+    bf16), where it trained DoomBasic 1.26x faster to the same returns; elsewhere it is emulated, slowly."""
+    normalize_input: bool = True
+    """Normalise float vector observations with their running mean and std."""
+    normalize_returns: bool = True
+    """The critic predicts normalised returns."""
     # system
-    device: str = "auto"  # "auto": CUDA when torch sees a GPU, else CPU
+    device: str = "auto"
+    """A torch device (cpu, cuda, cuda:1); "auto": CUDA when torch sees a GPU, else CPU."""
     torch_threads: int = 1
+    """torch's CPU threads per process (the env workers need the cores)."""
     seed: int | None = None
-    train_for_seconds: float | None = None  # stop after this long even if total_env_steps is not reached
-    env_frameskip: int | None = None  # frames per env step in env_frames; None: the envs' frame_skip, else 1
+    """Seed of python's, numpy's and torch's generators and of the envs' resets; None: unseeded."""
+    train_for_seconds: float | None = None
+    """Stop after this long even if total_env_steps is not reached; None: no time limit."""
+    env_frameskip: int | None = None
+    """Frames per env step in env_frames; None: the envs' frame_skip, else 1."""
+    step_timeout: float | str | None = "auto"
+    """Seconds an env step may take, and a worker that owes results may go without starting one, before the
+    run stops with a final checkpoint; "auto": 100 measured env cycles, at least 30 s (2 min until measured);
+    None: never."""
+    env_start_timeout: float | None = 600.0
+    """Seconds the env constructors may take before the run stops; None: no limit."""
+    print_every_sec: float | None = 10.0
+    """A progress line this often (stderr) unless the live dashboard shows; None: quiet."""
     # run directory
     save_every_sec: float = 120.0
-    save_best_every_sec: float | None = 30.0  # at most this often, checkpoint an improved mean return (best.pt)
+    """Write a checkpoint this often."""
+    save_best_every_sec: float | None = 30.0
+    """At most this often, checkpoint an improved mean return (best.pt); None: no best.pt."""
     keep_checkpoints: int = 2
-    stats_avg: int = 100  # episodes in the running mean of returns
+    """Numbered checkpoints kept, the newest (best.pt besides)."""
+    stats_avg: int = 100
+    """Episodes in the running mean of returns."""
 
     @classmethod
     def from_overrides(cls, base: TrainConfig | None = None, **overrides: Any) -> TrainConfig:
@@ -97,6 +151,14 @@ class TrainConfig:
             raise ValueError(f"lr_schedule must be 'constant' or 'linear_decay', got {self.lr_schedule!r}")
         if self.encoder_bf16 not in (True, False, "auto"):
             raise ValueError(f"encoder_bf16 must be True, False or 'auto', got {self.encoder_bf16!r}")
+        if not (self.step_timeout in (None, "auto") or _positive_number(self.step_timeout)):
+            raise ValueError(
+                f"step_timeout must be a positive number of seconds, 'auto' or None, got {self.step_timeout!r}"
+            )
+        if not (self.env_start_timeout is None or _positive_number(self.env_start_timeout)):
+            raise ValueError(
+                f"env_start_timeout must be a positive number of seconds or None, got {self.env_start_timeout!r}"
+            )
         if self.nonlinearity not in ("elu", "relu", "tanh"):
             raise ValueError(f"nonlinearity must be 'elu', 'relu' or 'tanh', got {self.nonlinearity!r}")
 
@@ -107,3 +169,19 @@ class TrainConfig:
 def _check_count(name: str, value: Any, hint: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be an int >= 1{hint}, got {value!r}")
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
+
+
+@functools.cache
+def field_docs(cls: type = TrainConfig) -> dict[str, str]:
+    """Each field's docstring (the string literal under it, read from the source), on one line: its help."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    docs = {}
+    for node, doc in zip(body, body[1:], strict=False):
+        is_doc = isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
+            docs[node.target.id] = " ".join(doc.value.value.split())
+    return docs

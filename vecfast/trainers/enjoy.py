@@ -1,17 +1,15 @@
-"""Watch a trained policy: run episodes of a run directory's env, record their returns and a video."""
+"""Watch a trained policy: evaluate a run directory's policy on its env, and record a video of the episodes."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import cv2
-import gymnasium as gym
 import numpy as np
 
 import vecfast.envs  # noqa: F401  (registers vecfast's ids)
-from vecfast.trainers.train import load_policy
+from vecfast.trainers.evaluate import EvalResult, evaluate, make_eval_env, run_env_id
 
 
 def enjoy(
@@ -20,40 +18,30 @@ def enjoy(
     which: str = "last",
     video: str | os.PathLike | None = None,
     deterministic: bool = True,
-    max_steps: int = 10_000,
+    max_steps: int | None = 10_000,
     seed: int = 0,
-) -> list[float]:
-    """Returns of ``episodes`` episodes of the run's policy; ``video`` (.mp4 or .gif) gets their frames.
+    num_envs: int | None = None,
+) -> EvalResult:
+    """:func:`~vecfast.trainers.evaluate.evaluate` the run's policy for ``episodes`` episodes; ``video``
+    (.mp4 or .gif) gets their frames, one episode after another.
 
     ``which``: the run's newest checkpoint (``"last"``) or its best (``"best"``), as :func:`load_policy`.
+    ``max_steps``: episodes are cut (and counted) there. A video plays the episodes in one
+    env; without one they run in ``num_envs`` envs (default: evaluate's).
     """
     run_dir = Path(run_dir)
-    env_id = json.loads((run_dir / "config.json").read_text())["env"]
-    policy = load_policy(run_dir, which)
-    render = video is not None
-    env = gym.make(env_id, render_mode="rgb_array") if render else gym.make(env_id)
+    common = {"episodes": episodes, "which": which, "deterministic": deterministic, "max_steps": max_steps}
+    if video is None:
+        return evaluate(run_dir, num_envs=num_envs, seed=seed, **common)
     frames: list[np.ndarray] = []
-    returns = []
+    env = make_eval_env(run_env_id(run_dir), num_envs=1, render_mode="rgb_array")
     try:
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            start, total = True, 0.0
-            for _ in range(max_steps):
-                batched = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
-                action = policy.act(batched, deterministic=deterministic, episode_start=np.array([start]))[0]
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                start = False
-                if render:
-                    frames.append(env.render())
-                if terminated or truncated:
-                    break
-            returns.append(total)
+        result = evaluate(run_dir, env, seed=seed, on_frame=frames.append, **common)
+        fps = env.metadata.get("render_fps", 30)
     finally:
         env.close()
-    if render:
-        write_video(frames, Path(video), fps=env.metadata.get("render_fps", 30))
-    return returns
+    write_video(frames, Path(video), fps=fps)
+    return result
 
 
 def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
@@ -73,6 +61,8 @@ def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
         raise RuntimeError(f"OpenCV cannot write {path}")
     try:
         for frame in frames:
-            writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+            # RGB -> BGR by numpy: cv2.cvtColor would start OpenCV's thread pool in this process, and
+            # vector env workers forked after that hang in cv2.setNumThreads (vecfast/vector/worker.py)
+            writer.write(np.ascontiguousarray(frame[..., ::-1]))
     finally:
         writer.release()

@@ -216,14 +216,52 @@ class ActorCritic(nn.Module):
 
     # ----------------------------------------------------------------- user interface
     @torch.no_grad()
-    def act(self, obs: Any, deterministic: bool = False, episode_start: np.ndarray | None = None) -> np.ndarray:
-        """Actions for a batch of observations (numpy, as a vector env returns them).
+    def act(self, obs: Any, deterministic: bool = False, episode_start: Any = None) -> np.ndarray:
+        """Actions for a batch of observations (numpy, as a vector env returns them), or the action for one.
 
-        A recurrent policy keeps its state per batch row between calls; pass
-        ``episode_start`` (bool per row) to restart it where an episode begins.
+        One observation or a batch is told apart by shape, against the observation space:
+        an observation whose shape (every entry's, for a Dict space) equals the space's is
+        one observation and gets one action (``episode_start``: a bool); with one more
+        leading dimension it is a batch and gets a batch of actions. Any other shape raises
+        ValueError. A recurrent policy keeps its state per batch row between calls (one
+        observation is a batch of one); pass ``episode_start`` (bool per row) to restart it
+        where an episode begins.
         """
         device = next(self.parameters()).device
-        tensors = obs_to_tensors(as_obs_dict(obs), device)
+        entries = as_obs_dict(obs)
+        missing = sorted(set(self.obs_spaces) - set(entries))
+        if missing:
+            raise ValueError(f"observation lacks entries {missing}; the policy takes {sorted(self.obs_spaces)}")
+        entries = {key: entries[key] for key in self.obs_spaces}  # (others are not the policy's inputs)
+        single = self._is_single(entries)
+        if single:
+            entries = {k: v[None] if hasattr(v, "shape") else np.asarray(v)[None] for k, v in entries.items()}
+            if episode_start is not None:
+                episode_start = np.asarray(episode_start, dtype=bool).reshape(1)
+        actions = self._act_batch(obs_to_tensors(entries, device), deterministic, episode_start)
+        return actions[0] if single else actions
+
+    def _is_single(self, obs: Mapping[str, Any]) -> bool:
+        """Whether ``obs`` is one observation (True) or a batch (False), by comparing shapes with the space's."""
+        kinds = set()
+        for key, value in obs.items():
+            shape, expected = tuple(getattr(value, "shape", np.shape(value))), tuple(self.obs_spaces[key].shape)
+            if shape == expected:
+                kinds.add("one")
+            elif len(shape) == len(expected) + 1 and shape[1:] == expected:
+                kinds.add(f"batch of {shape[0]}")
+            else:
+                where = "" if key == DEFAULT_KEY else f" entry {key!r}"
+                raise ValueError(
+                    f"observation{where} has shape {shape}: expected {expected} (one observation) "
+                    f"or (batch, *{expected}) (a batch)"
+                )
+        if len(kinds) > 1:
+            raise ValueError(f"observation entries disagree on the batch: {sorted(kinds)}")
+        return kinds == {"one"}
+
+    def _act_batch(self, tensors: dict[str, torch.Tensor], deterministic: bool, episode_start: Any) -> np.ndarray:
+        device = next(self.parameters()).device
         batch = next(iter(tensors.values())).shape[0]
         if self._act_state is None or self._act_state.shape[0] != batch:
             self._act_state = self.initial_state(batch, device)

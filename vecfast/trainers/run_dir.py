@@ -51,6 +51,34 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint holds objects beyond tensors and plain data: an old-format checkpoint, or a crafted file."""
 
 
+class RunDirExistsError(FileExistsError):
+    """A new run was pointed at a directory that holds a run already."""
+
+
+class RunDirInUseError(RuntimeError):
+    """A live run holds the directory's lock."""
+
+
+def check_run_dir(path: str | os.PathLike, resume: bool = False) -> None:
+    """Raise what :class:`RunDir` would, before anything starts: a new run needs a new or empty
+    directory (:class:`RunDirExistsError`), and no live run may hold it (:class:`RunDirInUseError`)."""
+    path = Path(path)
+    if not path.is_dir():
+        return
+    if (path / LOCK_FILE).exists():
+        _lock(path).close()
+    if not resume:
+        _check_empty(path)
+
+
+def _check_empty(path: Path) -> None:
+    if any(p.name != LOCK_FILE for p in path.iterdir()):
+        raise RunDirExistsError(
+            f"{path} holds a run already: continue it (vecfast train --resume {path}, or train(..., resume=True)), "
+            "or choose a new run directory"
+        )
+
+
 def default_run_dir(env_name: str, algo: str) -> Path:
     """``runs/<env>_<algo>_<time>_<random>``: the suffix keeps runs started in the same second apart."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", env_name).strip("_")
@@ -83,11 +111,8 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = _lock(self.path)
         try:
-            if not resume and any(p.name != LOCK_FILE for p in self.path.iterdir()):
-                raise FileExistsError(
-                    f"{self.path} holds a run already: pass resume=True (vecfast train --resume {self.path}) "
-                    "to continue it, or choose a new run directory"
-                )
+            if not resume:
+                _check_empty(self.path)
             self.checkpoints.mkdir(exist_ok=True)
             for tmp in [*self.path.glob(".*.tmp"), *self.checkpoints.glob(".*.tmp")]:
                 tmp.unlink()  # left by a write that was killed: no run writes here but this one
@@ -152,7 +177,7 @@ def _lock(path: Path) -> IO:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        raise RuntimeError(
+        raise RunDirInUseError(
             f"{path} is in use by a live run; wait for it to end, or choose a new run directory"
         ) from None
     return lock

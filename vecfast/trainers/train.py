@@ -23,18 +23,21 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import VectorEnv
 
-from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.config import AUTO, TrainConfig
 from vecfast.trainers.models import ActorCritic, is_image, observation_spaces
+from vecfast.trainers.progress import ProgressPrinter
 from vecfast.trainers.registry import AlgoSpec, get_algo
 from vecfast.trainers.run_dir import (
     RunDir,
+    check_run_dir,
     default_run_dir,
     load_checkpoint,
     plain_data,
     space_from_data,
     space_to_data,
 )
-from vecfast.trainers.tune import AUTO, Tuning, tune
+from vecfast.trainers.step_timeout import RunStepTimeout
+from vecfast.trainers.tune import Tuning, tune
 from vecfast.trainers.viewer import LiveDashboard
 from vecfast.vector.make import make_vec
 
@@ -67,7 +70,16 @@ def family_defaults(observation_space: spaces.Space) -> dict[str, Any]:
 
 def config_for(observation_space: spaces.Space, spec: AlgoSpec, overrides: dict[str, Any]) -> TrainConfig:
     """The config layers, lowest first: defaults, the env family's, the algorithm's, the caller's."""
-    return TrainConfig.from_overrides(**{**family_defaults(observation_space), **spec.defaults, **overrides})
+    family = family_defaults(observation_space)
+    if not any(is_image(s) for s in observation_spaces(observation_space).values()):
+        # Vector observations (a small MLP, whose learner idled ~85% of the time while envs step):
+        # 4 passes over each batch, so the critic keeps up when failures reappear after a policy
+        # is solved and PPO's clip, not one small step, bounds each update; and the learning rate
+        # annealed to 0, so a run ends on a settled policy. CartPole 500k, seeds 0-9
+        # (benchmarks/learning_seeds.py): 1 epoch, constant: 8/10 end >= 475 (2 collapse to ~230-270);
+        # 1 epoch, linear decay: 4/10; 4 epochs with linear decay: 10/10 at 500, solved at 63-141k.
+        family = {"num_epochs": 4, "lr_schedule": "linear_decay", **family}
+    return TrainConfig.from_overrides(**{**family, **spec.defaults, **overrides})
 
 
 def _auto_tune(env: str | Callable[[], VectorEnv] | VectorEnv, algo: str, overrides: dict[str, Any]) -> Tuning:
@@ -90,7 +102,10 @@ def _build_env(env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig,
         if not isinstance(built, VectorEnv):
             raise TypeError(f"the env factory returned {type(built).__name__}, not a gymnasium VectorEnv")
         return built
-    vector_kwargs: dict[str, Any] = {"num_workers": cfg.num_workers}
+    vector_kwargs: dict[str, Any] = {
+        "num_workers": cfg.num_workers,
+        "start_timeout": cfg.env_start_timeout,
+    }
     if double_buffered and cfg.num_envs >= 2:
         vector_kwargs["batch_size"] = cfg.num_envs // 2
     return make_vec(env, num_envs=cfg.num_envs, vectorization_mode="shared_memory", vector_kwargs=vector_kwargs)
@@ -179,6 +194,8 @@ def train(
     env's frame skip); ``fps`` is env frames per second.
     """
     state = None
+    if run_dir is not None:
+        check_run_dir(run_dir, resume)  # before the envs start, which can take minutes
     if resume:
         if run_dir is None:
             raise ValueError("resume=True needs the run_dir to resume")
@@ -220,7 +237,8 @@ def train(
         if state is not None:
             trainer.load_state_dict(state)
         best = state.get("best_return", -np.inf) if state is not None else -np.inf
-        stats = _run(trainer, run, cfg, total_env_steps, frameskip, algo, env_name, vec_env, live, best)
+        step_timeout = RunStepTimeout(vec_env if owns_env else None, cfg.step_timeout)
+        stats = _run(trainer, run, cfg, total_env_steps, frameskip, algo, env_name, vec_env, live, best, step_timeout)
         return TrainResult(run.path, trainer.model.eval(), stats)
     finally:
         if trainer is not None:
@@ -242,15 +260,21 @@ def _run(
     env: VectorEnv,
     live: bool,
     best_return: float,
+    step_timeout: RunStepTimeout,
 ) -> dict[str, Any]:
-    """Iterate the trainer until a limit or a stop request, logging and checkpointing; the summary stats."""
+    """Iterate the trainer until a limit or a stop request, logging and checkpointing; the summary stats.
+
+    Every way out saves a final checkpoint once an iteration completed: the limit, Ctrl-C or
+    SIGTERM, and an error (a crashed or stalled env, a failing learner), which is raised after.
+    """
     start = time.perf_counter()
     last_save, last_best = start, -np.inf
     lag_min, lag_max, lag_sum, iterations = np.inf, -np.inf, 0.0, 0
     metrics: dict[str, Any] = {"env_steps": 0}
     interrupted = False
+    progress = ProgressPrinter(None if live else cfg.print_every_sec, total_env_steps)
 
-    def checkpoint(is_best: bool = False) -> None:
+    def checkpoint(is_best: bool = False) -> Path:
         state = {  # tensors and plain data only: loading it runs no code (run_dir.load_checkpoint)
             **trainer.state_dict(),
             "algo": algo,
@@ -261,19 +285,32 @@ def _run(
             "metrics": plain_data(metrics),
             "best_return": float(best_return),  # so a resumed run keeps best.pt unless it does better
         }
-        run.save(state, best=is_best)
+        return run.save(state, best=is_best)
 
     def improved() -> bool:
         """Whether the running mean return, over enough episodes to mean something, beats the best."""
         enough = metrics.get("episodes", 0) >= min(cfg.stats_avg, 10)
         return enough and metrics.get("mean_episode_return", -np.inf) > best_return
 
+    def final_checkpoint() -> Path | None:
+        nonlocal best_return
+        if not iterations:
+            return None  # nothing learned since the run (or the resumed checkpoint) started
+        is_best = cfg.save_best_every_sec is not None and improved()  # a run shorter than the period included
+        if is_best:
+            best_return = metrics["mean_episode_return"]
+        return checkpoint(is_best=is_best)
+
     title = f"{env_name} · {algo}"
     dashboard = LiveDashboard(total_env_steps, cfg.batch_size, title, cfg.train_for_seconds) if live else None
+    progress.note(f"{algo} on {env_name}, {env.num_envs} envs, {total_env_steps:,} env steps; run dir {run.path}")
     with _StopRequest() as stop, dashboard or contextlib.nullcontext():
         try:
             for metrics in trainer.iterations():
                 elapsed = time.perf_counter() - start
+                chosen = step_timeout.observe(elapsed, metrics["fps"])
+                if chosen is not None:
+                    progress.note(f"step_timeout={chosen:.0f} s (auto: from the env cycle measured so far)")
                 metrics = {
                     **metrics,
                     "env_frames": metrics["env_steps"] * frameskip,
@@ -287,6 +324,7 @@ def _run(
                 run.log(metrics)
                 if dashboard is not None:
                     dashboard.update(metrics)
+                progress.update(metrics)
                 now = time.perf_counter()
                 best = cfg.save_best_every_sec is not None and now - last_best >= cfg.save_best_every_sec and improved()
                 if best:
@@ -300,12 +338,16 @@ def _run(
                     break
         except KeyboardInterrupt:
             interrupted = True
-    final_best = cfg.save_best_every_sec is not None and improved()  # a run shorter than the period included
-    if final_best:
-        best_return = metrics["mean_episode_return"]
-    checkpoint(is_best=final_best)
+        except Exception as error:
+            _save_after(error, final_checkpoint, progress)
+            raise
+    saved = final_checkpoint()
+    stopped = "interrupted" if interrupted else "done"
+    progress.note(
+        f"{stopped} at {int(metrics['env_steps']):,} env steps; " + (f"saved {saved}" if saved else "nothing to save")
+    )
     elapsed = time.perf_counter() - start
-    stats = {
+    return {
         "env_steps": int(metrics["env_steps"]),
         "env_frames": int(metrics["env_steps"]) * frameskip,
         "fps": metrics.get("fps", 0.0),
@@ -319,8 +361,20 @@ def _run(
         "learner_steps": metrics.get("learner_steps", 0),
         "time": elapsed,
         "interrupted": interrupted,
+        "step_timeout": step_timeout.chosen,
     }
-    return stats
+
+
+def _save_after(error: Exception, final_checkpoint: Callable[[], Path | None], progress: ProgressPrinter) -> None:
+    """Save what was learned before ``error`` ends the run; say so on it (and on stderr)."""
+    try:
+        saved = final_checkpoint()
+    except Exception as save_error:  # the original error matters more; keep both
+        error.add_note(f"vecfast train: the final checkpoint could not be saved either: {save_error!r}")
+        return
+    if saved is not None:
+        error.add_note(f"vecfast train: the final checkpoint was saved as {saved}")
+        progress.note(f"stopped by {type(error).__name__}: {error}; saved {saved}")
 
 
 def load_policy(run_dir: str | os.PathLike, which: str = "last") -> ActorCritic:

@@ -26,13 +26,11 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
 from vecfast.trainers.registry import get_algo
 from vecfast.trainers.runtime import setup_torch
 
-AUTO = "auto"  # num_workers="auto" in train(): tune, then train with the choice
-TUNED_KEYS = ("num_workers", "num_envs_per_worker")
 MAX_WORKERS = 64
 MAX_ENVS_PER_WORKER = 64  # beyond this, memory (a simulator per env) costs more than waiting saves
 

@@ -17,7 +17,7 @@ import select
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -207,23 +207,38 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") 
 
 
 class LiveDashboard:
-    """In-process dashboard for ``train(live=True)``: ``update(metrics)`` after each iteration."""
+    """In-process dashboard for ``train(live=True)``: ``update(metrics)`` after each iteration.
+
+    Drawing never raises: when the terminal's reader goes away (``| tee log`` killed by the
+    same Ctrl-C that asks training to stop) the dashboard goes quiet, and training still
+    saves its final checkpoint.
+    """
 
     def __init__(self, total_env_steps: int, batch_size: int, title: str, time_limit: float | None = None) -> None:
         self.board = Dashboard(total_env_steps, batch_size, title, time_limit=time_limit)
         self.console = Console()
         self.live = Live(render(self.board), console=self.console, auto_refresh=False, transient=False)
+        self._drawing = True
 
     def __enter__(self) -> LiveDashboard:
-        self.live.__enter__()
+        self._draw(self.live.__enter__)
         return self
 
     def update(self, metrics: dict[str, Any]) -> None:
         self.board.update(metrics)
-        self.live.update(render(self.board, self.console.width, "Ctrl-C stops training"), refresh=True)
+        self._draw(self.live.update, render(self.board, self.console.width, "Ctrl-C stops training"), refresh=True)
 
     def __exit__(self, *exc: object) -> None:
-        self.live.__exit__(None, None, None)
+        self._draw(self.live.__exit__, None, None, None)
+
+    def _draw(self, draw: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if not self._drawing:
+            return
+        try:
+            draw(*args, **kwargs)
+        except (BrokenPipeError, ValueError, SystemExit):
+            # rich answers a broken pipe with SystemExit(1) (stdout now /dev/null); ValueError: a closed stream
+            self._drawing = False
 
 
 def read_records(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:

@@ -46,6 +46,7 @@ def run_worker(
     """Process entry point: build the envs, report their spaces, then serve jobs."""
     become_group_leader()
     watch_owner(owner_pid)
+    opencv_inherited = "cv2" in sys.modules  # loaded by the owner before it forked this process
     envs: list[Env] = []
     for k, fn in enumerate(env_fns):
         try:
@@ -61,7 +62,7 @@ def run_worker(
             conn.send(StartFailed(EnvFailure.capture(exc, env_offset + k, index)))
             _close_envs(envs)
             return
-    use_one_thread_per_library()
+    use_one_thread_per_library(opencv=not opencv_inherited)
     first = envs[0]
     conn.send(
         WorkerStarted(
@@ -82,13 +83,15 @@ def run_worker(
         _close_envs(envs)
 
 
-def use_one_thread_per_library() -> None:
+def use_one_thread_per_library(opencv: bool = True) -> None:
     """Limit the thread pools of OpenCV and torch, if the envs loaded them, to one thread.
 
     Parallelism comes from the workers, one per core: a library's own pool in every worker
     oversubscribes the cores (VizDoom's OpenCV resize ran ~10% slower with 2 threads on 2 cores).
+    ``opencv=False`` leaves OpenCV alone: in a child forked after the parent ran OpenCV's pool,
+    ``setNumThreads`` waits forever for pool threads that only the parent has.
     """
-    if "cv2" in sys.modules:
+    if opencv and "cv2" in sys.modules:
         sys.modules["cv2"].setNumThreads(1)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)

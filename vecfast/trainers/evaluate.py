@@ -1,0 +1,357 @@
+"""``vecfast.evaluate``: run a policy for a fixed number of whole episodes and summarise them.
+
+Episodes are counted without favouring short ones: with ``num_envs`` envs, env ``i`` contributes
+its first ``episodes // num_envs`` episodes, plus one for ``i < episodes % num_envs``. Each
+env's share is fixed before anything runs, so how long an episode takes never decides
+whether it is counted (taking "the first ``episodes`` to finish" would over-represent short
+episodes: the envs that finish fast finish more often).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import numbers
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+
+from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
+from vecfast.trainers.train import TrainResult, load_policy
+from vecfast.vector import AsyncSharedMemVectorEnv
+from vecfast.vector.make import make_vec
+
+DEFAULT_MAX_ENVS = 8  # envs evaluate builds at most, by default
+# info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}
+# (the return and length are counted from the rewards; "t" is wall time), SAME_STEP's final
+# observation and info (read as the final info instead), recv's env ids
+_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id")
+# vector envs whose reset takes options["reset_mask"] in every autoreset mode (gymnasium >= 1.1's and vecfast's)
+_PARTIAL_RESET = (SyncVectorEnv, AsyncVectorEnv, AsyncSharedMemVectorEnv)
+
+EnvArg = str | Callable[[], VectorEnv] | VectorEnv
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Summary of ``episodes`` whole episodes; ``returns``/``lengths`` are per episode, env by env.
+
+    ``std_return`` is the population standard deviation (``np.std``). ``metrics``: the mean
+    of every numeric scalar the env reported in an episode's final info (e.g. PointNav's
+    ``success`` and ``spl``, the Doom full games' ``frags``), over the episodes that
+    reported it. ``cut_episodes``: episodes stopped at ``max_steps`` (their returns and
+    lengths are counted up to there; they report no metrics).
+    """
+
+    episodes: int
+    mean_return: float
+    std_return: float
+    mean_length: float
+    returns: tuple[float, ...]
+    lengths: tuple[int, ...]
+    metrics: dict[str, float] = field(default_factory=dict)
+    cut_episodes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``json.dumps``."""
+        data = dataclasses.asdict(self)
+        data["returns"], data["lengths"] = list(self.returns), list(self.lengths)
+        return data
+
+    def lines(self) -> list[str]:
+        """One line per episode, then the means and the metrics, for printing."""
+        pairs = enumerate(zip(self.returns, self.lengths, strict=True))
+        out = [f"episode {i}: return {r:.2f}, length {n}" for i, (r, n) in pairs]
+        cut = f", {self.cut_episodes} cut at max_steps" if self.cut_episodes else ""
+        out.append(
+            f"mean return {self.mean_return:.2f} +- {self.std_return:.2f}, mean length {self.mean_length:.1f} "
+            f"over {self.episodes} episodes{cut}"
+        )
+        if self.metrics:
+            out.append("metrics: " + ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items()))
+        return out
+
+
+def evaluate(
+    policy_or_run_dir: ActorCritic | TrainResult | str | os.PathLike,
+    env: EnvArg | None = None,
+    episodes: int = 10,
+    deterministic: bool = True,
+    num_envs: int | None = None,
+    seed: int | None = 0,
+    which: str = "last",
+    max_steps: int | None = None,
+    on_frame: Callable[[np.ndarray], None] | None = None,
+) -> EvalResult:
+    """Run ``episodes`` whole episodes of a policy and return their :class:`EvalResult`.
+
+    ``policy_or_run_dir``: an :class:`ActorCritic`, a :class:`TrainResult` or a run directory
+    (its checkpoint ``which``, ``"last"`` or ``"best"``, as :func:`load_policy` loads it).
+    ``env``: a gymnasium id (default: the run's, from ``RUN_DIR/config.json``), built as
+    ``vecfast.train`` builds it, a function returning a VectorEnv (closed afterwards) or a
+    VectorEnv (left open). ``num_envs``: envs of a built env (default ``min(episodes, 8)``, 1 with ``on_frame``);
+    env ``i`` of ``n`` plays ``episodes // n`` episodes, plus one if ``i < episodes % n``
+    (see the module docstring), and the results list them env by env.
+
+    The policy acts as the trainers' samplers run it: its recurrent state restarts on each
+    episode's first observation, its normalisation statistics are used and not updated, and
+    torch uses one CPU thread meanwhile (the env workers need the cores).
+    ``deterministic``: take the most likely action, else sample (torch's RNG seeded with
+    ``seed`` for the call, then restored). ``seed``: the env reset seed (env ``i`` gets
+    ``seed + i``; ``None``: unseeded). Any gymnasium autoreset mode works.
+
+    ``max_steps``: stop an episode after this many steps and count it as it stands (``None``:
+    episodes last until the env ends them). The env then starts a fresh episode with a
+    partial reset (``options["reset_mask"]``) where the vector env supports one (gymnasium's,
+    vecfast's), otherwise its steps count for nothing until its own episode ends.
+
+    ``on_frame``: called with env 0's frame (``env.render()[0]``) after every step that counts
+    towards one of env 0's episodes (a built env renders ``rgb_array``); with ``num_envs=1``
+    that is a video of every episode in order.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+    policy, run_dir = _policy(policy_or_run_dir, which)
+    if env is None:
+        if run_dir is None:
+            raise ValueError("evaluating a policy object needs env=: a policy does not say which env it was trained on")
+        env = run_env_id(run_dir)
+    vec_env = _build(env, episodes, num_envs, render=on_frame is not None)
+    try:
+        _check_spaces(policy, vec_env)
+        if on_frame is not None and vec_env.render_mode != "rgb_array":
+            raise ValueError(f"on_frame needs an env with render_mode='rgb_array', got {vec_env.render_mode!r}")
+        device = next(policy.parameters()).device
+        rng_devices = [device] if device.type == "cuda" else []
+        with _one_torch_thread(), torch.no_grad(), torch.random.fork_rng(devices=rng_devices):
+            if seed is not None:
+                torch.manual_seed(seed)
+            return _Episodes(policy, vec_env, episodes, deterministic, seed, max_steps, on_frame).run()
+    finally:
+        if vec_env is not env:
+            vec_env.close()
+
+
+def make_eval_env(env_id: str, num_envs: int, render_mode: str | None = None) -> VectorEnv:
+    """The vector env ``vecfast.train`` builds for ``env_id`` (so the observations match), of ``num_envs`` envs."""
+    kwargs = {} if render_mode is None else {"render_mode": render_mode}
+    return make_vec(env_id, num_envs=num_envs, vectorization_mode="shared_memory", **kwargs)
+
+
+class _Episodes:
+    """The stepping loop of :func:`evaluate`, with its per-env bookkeeping."""
+
+    def __init__(
+        self,
+        policy: ActorCritic,
+        env: VectorEnv,
+        episodes: int,
+        deterministic: bool,
+        seed: int | None,
+        max_steps: int | None,
+        on_frame: Callable[[np.ndarray], None] | None,
+    ) -> None:
+        n = env.num_envs
+        self.policy, self.env, self.seed = policy, env, seed
+        self.deterministic, self.max_steps, self.on_frame = deterministic, max_steps, on_frame
+        self.mode = AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+        self.partial_reset = self.mode == AutoresetMode.DISABLED or isinstance(env.unwrapped, _PARTIAL_RESET)
+        self.targets = np.array([episodes // n + (i < episodes % n) for i in range(n)])
+        self.device = next(policy.parameters()).device
+        self.episodes: list[list[tuple[float, int, dict[str, float]]]] = [[] for _ in range(n)]
+        self.cut = 0
+
+    def run(self) -> EvalResult:
+        env, n, policy = self.env, self.env.num_envs, self.policy
+        obs, _ = env.reset(seed=self.seed)
+        state = policy.initial_state(n, self.device)
+        # per env: the observation starts an episode (the recurrent state restarts); the next step
+        # belongs to an episode (NEXT_STEP: not the step that only resets the env); cut at max_steps
+        # without a partial reset, its steps count for nothing until its episode ends
+        first, counts, draining = np.ones(n, dtype=bool), np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
+        returns, lengths = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.int64)
+        collected = np.zeros(n, dtype=np.int64)
+        while (collected < self.targets).any():
+            tensors = obs_to_tensors(as_obs_dict(obs), self.device)
+            first_t = torch.as_tensor(first, device=self.device)
+            dist, _, state = policy.step(tensors, state, first_t)
+            actions = policy.actor.to_env(dist.mode() if self.deterministic else dist.sample())
+            obs, rewards, terminated, truncated, info = env.step(actions)
+            done = _numpy(terminated).astype(bool) | _numpy(truncated).astype(bool)
+            live = counts & ~draining & (collected < self.targets)  # steps of counted episodes
+            returns[live] += _numpy(rewards).astype(np.float64)[live]
+            lengths[live] += 1
+            if self.on_frame is not None and live[0]:
+                self.on_frame(np.asarray(env.render()[0]))
+            for i in np.flatnonzero(live & done):
+                self.episodes[i].append((float(returns[i]), int(lengths[i]), self._final_metrics(info, i)))
+                collected[i] += 1
+            cut = live & ~done & (lengths >= self.max_steps) if self.max_steps is not None else np.zeros(n, bool)
+            for i in np.flatnonzero(cut):
+                self.episodes[i].append((float(returns[i]), int(lengths[i]), {}))
+                collected[i] += 1
+                self.cut += 1
+            returns[done | cut], lengths[done | cut] = 0.0, 0
+            draining[done] = False
+            if self.mode == AutoresetMode.NEXT_STEP:
+                first, counts = ~counts, ~done  # the step after an episode's end only resets the env
+            else:  # SAME_STEP hands out the next episode's first observation with the end
+                first, counts = done.copy(), np.ones(n, dtype=bool)
+            restart = done if self.mode == AutoresetMode.DISABLED else np.zeros(n, dtype=bool)
+            if self.partial_reset:
+                restart = restart | cut
+            else:
+                draining |= cut
+            if restart.any():
+                obs, _ = env.reset(options={"reset_mask": restart})
+                first[restart], counts[restart] = True, True
+        return self._result()
+
+    def _final_metrics(self, info: Mapping[str, Any], i: int) -> dict[str, float]:
+        """The numeric scalars of env ``i``'s final info (SAME_STEP keeps it in ``info["final_info"]``)."""
+        if self.mode == AutoresetMode.SAME_STEP:
+            if "final_info" not in info or not _numpy(info.get("_final_info", np.ones(i + 1, bool)))[i]:
+                return {}
+            info = info["final_info"]
+        return _scalars(info, i)
+
+    def _result(self) -> EvalResult:
+        flat = [episode for per_env in self.episodes for episode in per_env]
+        returns = np.array([r for r, _, _ in flat], dtype=np.float64)
+        lengths = np.array([n for _, n, _ in flat], dtype=np.int64)
+        reported: dict[str, list[float]] = {}
+        for _, _, metrics in flat:
+            for key, value in metrics.items():
+                reported.setdefault(key, []).append(value)
+        return EvalResult(
+            episodes=len(flat),
+            mean_return=float(returns.mean()),
+            std_return=float(returns.std()),
+            mean_length=float(lengths.mean()),
+            returns=tuple(returns.tolist()),
+            lengths=tuple(lengths.tolist()),
+            metrics={key: float(np.mean(values)) for key, values in sorted(reported.items())},
+            cut_episodes=self.cut,
+        )
+
+
+def _scalars(info: Mapping[str, Any], i: int, prefix: str = "") -> dict[str, float]:
+    """Row ``i`` of a gymnasium vector info (arrays and ``_key`` masks): its numeric scalars, nested dicts as a/b."""
+    out: dict[str, float] = {}
+    for key, value in info.items():
+        if key.startswith("_") or (not prefix and key in _NOT_METRICS):
+            continue
+        mask = info.get(f"_{key}")
+        if mask is not None and not bool(_numpy(mask)[i]):
+            continue
+        if isinstance(value, Mapping):
+            out.update(_scalars(value, i, f"{prefix}{key}/"))
+            continue
+        try:
+            item = _numpy(value)[i]
+        except (IndexError, TypeError):
+            continue
+        if np.ndim(item) == 0 and isinstance(item, (numbers.Real, np.bool_)):
+            out[prefix + key] = float(item)
+    return out
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """Act with one CPU thread, as the trainers do: the env workers need the cores (and small batches
+    run many times slower on threads that compete with them)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _policy(
+    policy_or_run_dir: ActorCritic | TrainResult | str | os.PathLike, which: str
+) -> tuple[ActorCritic, Path | None]:
+    if isinstance(policy_or_run_dir, ActorCritic):
+        return policy_or_run_dir, None
+    if isinstance(policy_or_run_dir, TrainResult):
+        return policy_or_run_dir.policy, Path(policy_or_run_dir.run_dir)
+    if isinstance(policy_or_run_dir, (str, os.PathLike)):
+        return load_policy(policy_or_run_dir, which), Path(policy_or_run_dir)
+    raise TypeError(
+        f"expected an ActorCritic, a TrainResult or a run directory, got {type(policy_or_run_dir).__name__}"
+    )
+
+
+def run_env_id(run_dir: str | os.PathLike) -> str:
+    """The gymnasium id a run directory's policy was trained on (``RUN_DIR/config.json``)."""
+    env_id = json.loads((Path(run_dir) / "config.json").read_text())["env"]
+    if env_id not in gymnasium.registry:
+        raise ValueError(
+            f"{run_dir} was trained on {env_id!r}, which is not a registered gymnasium id "
+            "(the run got an env object or factory): pass env= the env it was trained on"
+        )
+    return env_id
+
+
+def _build(env: EnvArg, episodes: int, num_envs: int | None, render: bool) -> VectorEnv:
+    if num_envs is not None and num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if isinstance(env, str):
+        default = 1 if render else min(episodes, DEFAULT_MAX_ENVS)
+        return make_eval_env(env, num_envs or default, "rgb_array" if render else None)
+    built = env if isinstance(env, VectorEnv) else env() if callable(env) else None
+    if not isinstance(built, VectorEnv):
+        what = type(env if built is None else built).__name__
+        raise TypeError(f"env must be a gymnasium id, a VectorEnv or a function returning one, got {what}")
+    if num_envs is not None and built.num_envs != num_envs:
+        if built is not env:
+            built.close()
+        raise ValueError(f"num_envs={num_envs} but the given env has {built.num_envs} envs")
+    return built
+
+
+def _check_spaces(policy: ActorCritic, env: VectorEnv) -> None:
+    """The env's observations and actions must be the ones the policy was built for."""
+    mine, theirs = observation_spaces(policy.observation_space), _entries(env.single_observation_space)
+    same = mine.keys() == theirs.keys() and all(_same_layout(mine[k], theirs[k]) for k in mine)
+    if not same or not _same_layout(policy.action_space, env.single_action_space):
+        raise ValueError(
+            f"the policy was trained on observations {policy.observation_space} and actions {policy.action_space}, "
+            f"the env has {env.single_observation_space} and {env.single_action_space}: "
+            "pass env= the env the policy was trained on"
+        )
+
+
+def _entries(space: spaces.Space) -> dict[str, spaces.Space]:
+    try:
+        return observation_spaces(space)
+    except TypeError:
+        return {"": space}  # a layout ActorCritic cannot take: mismatches every policy
+
+
+def _same_layout(a: spaces.Space, b: spaces.Space) -> bool:
+    if type(a) is not type(b) or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if isinstance(a, spaces.Discrete):
+        return int(a.n) == int(b.n) and int(a.start) == int(b.start)
+    if isinstance(a, spaces.MultiDiscrete):
+        return np.array_equal(a.nvec, b.nvec) and np.array_equal(a.start, b.start)
+    return True
+
+
+__all__ = ["EvalResult", "evaluate", "make_eval_env"]

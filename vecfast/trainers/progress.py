@@ -1,0 +1,64 @@
+"""Progress lines on stderr while a run trains without the live dashboard (scripts, pipes, notebooks).
+
+Writes never raise: a reader that went away (``vecfast train ... | tee log`` after Ctrl-C
+killed ``tee``) must not turn a clean stop into a crash before the final checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import IO, Any
+
+
+class ProgressPrinter:
+    """One line every ``every_sec`` seconds of training, plus notes on events; ``every_sec=None``: silent."""
+
+    def __init__(self, every_sec: float | None, total_env_steps: int, stream: IO[str] | None = None) -> None:
+        self.every_sec = every_sec
+        self.total_env_steps = total_env_steps
+        self._stream = stream
+        self._broken = False
+        self._last = time.perf_counter()
+
+    def note(self, text: str) -> None:
+        """Print ``text`` as one line (the start, the end, a chosen setting)."""
+        if self._broken or self.every_sec is None:
+            return
+        try:
+            print(f"vecfast train: {text}", file=self._stream or sys.stderr, flush=True)
+        except (BrokenPipeError, OSError, ValueError):  # ValueError: the stream was closed
+            self._broken = True
+
+    def update(self, metrics: dict[str, Any]) -> None:
+        """Print a progress line if ``every_sec`` passed since the last one."""
+        now = time.perf_counter()
+        if self.every_sec is None or now - self._last < self.every_sec:
+            return
+        self._last = now
+        self.note(progress_line(metrics, self.total_env_steps))
+
+
+def progress_line(metrics: dict[str, Any], total_env_steps: int) -> str:
+    """``12 s · 24,576/500,000 env steps (4.9%) · 8,123 fps · mean return 21.3 (100 episodes) · 2 min left``."""
+    steps, seconds = int(metrics["env_steps"]), float(metrics["time"])
+    parts = [
+        f"{seconds:.0f} s",
+        f"{steps:,}/{total_env_steps:,} env steps ({steps / total_env_steps:.1%})",
+        f"{metrics.get('fps', 0.0):,.0f} fps",
+    ]
+    mean_return = metrics.get("mean_episode_return")
+    if mean_return is not None and math.isfinite(mean_return):
+        parts.append(f"mean return {mean_return:.1f} ({metrics.get('episodes', 0):,} episodes)")
+    if 0 < steps < total_env_steps and seconds > 0:
+        parts.append(f"{_duration((total_env_steps - steps) * seconds / steps)} left")
+    return " · ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
