@@ -7,29 +7,27 @@ when first used, so ``import vecfast.trainers.config`` and ``vecfast --help`` im
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from vecfast.trainers.config import TrainConfig
 
 if TYPE_CHECKING:
-    from vecfast.trainers.evaluate import EvalResult, evaluate
+    from vecfast.trainers.evaluation import EvalResult, evaluate
     from vecfast.trainers.models import ActorCritic
     from vecfast.trainers.registry import Trainer, get_algo, register_algo, registered_algos
-    from vecfast.trainers.train import TrainResult, load_policy, train
+    from vecfast.trainers.training import TrainResult, load_policy, train
 
 _LAZY = {  # name -> the module that defines it
-    "EvalResult": "vecfast.trainers.evaluate",
-    "evaluate": "vecfast.trainers.evaluate",
+    "EvalResult": "vecfast.trainers.evaluation",
+    "evaluate": "vecfast.trainers.evaluation",
     "ActorCritic": "vecfast.trainers.models",
     "Trainer": "vecfast.trainers.registry",
     "get_algo": "vecfast.trainers.registry",
     "register_algo": "vecfast.trainers.registry",
     "registered_algos": "vecfast.trainers.registry",
-    "TrainResult": "vecfast.trainers.train",
-    "load_policy": "vecfast.trainers.train",
-    "train": "vecfast.trainers.train",
+    "TrainResult": "vecfast.trainers.training",
+    "load_policy": "vecfast.trainers.training",
+    "train": "vecfast.trainers.training",
 }
 
 
@@ -40,18 +38,6 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
-
-class _Package(types.ModuleType):
-    """``train`` and ``evaluate`` name a submodule and its function: importing the submodule binds its
-    name on the package, and the function keeps the name, as when this module imported them all."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and value.__name__ == _LAZY.get(name):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "ActorCritic",

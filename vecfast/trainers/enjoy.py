@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 import vecfast.envs  # noqa: F401  (registers vecfast's ids)
-from vecfast.trainers.evaluate import EvalResult, evaluate, make_eval_env, run_env_id
+from vecfast.trainers.evaluation import EvalResult, evaluate, make_eval_env, run_env_id
 
 
 def enjoy(
@@ -22,7 +22,7 @@ def enjoy(
     seed: int = 0,
     num_envs: int | None = None,
 ) -> EvalResult:
-    """:func:`~vecfast.trainers.evaluate.evaluate` the run's policy for ``episodes`` episodes; ``video``
+    """:func:`~vecfast.trainers.evaluation.evaluate` the run's policy for ``episodes`` episodes; ``video``
     (.mp4 or .gif) gets their frames, one episode after another.
 
     ``which``: the run's newest checkpoint (``"last"``) or its best (``"best"``), as :func:`load_policy`.

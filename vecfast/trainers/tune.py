@@ -161,7 +161,7 @@ def tune(env_id: str, algo: str = "appo", seconds: float = 1.0, cores: int | Non
     (``num_workers``/``num_envs_per_worker`` are ignored: they are what is chosen).
     Everything is validated before anything is measured.
     """
-    from vecfast.trainers.train import config_for  # train() imports this module
+    from vecfast.trainers.training import config_for  # train() imports this module
 
     spec = get_algo(algo)
     if not spec.double_buffered:

@@ -26,7 +26,7 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
-from vecfast.trainers.train import TrainResult, load_policy
+from vecfast.trainers.training import TrainResult, load_policy
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.make import make_vec
 
