@@ -51,13 +51,15 @@ def test_help_imports_neither_torch_nor_vizdoom(tmp_path: Path) -> None:
         (["enjoy", "nowhere"], "no run directory 'nowhere'"),
         (["view", "."], "'.' holds no run: it has no config.json"),
         (["bench", "CartPol-v1"], "unknown env id 'CartPol-v1'; registered ids like it: CartPole-v1, "),
+        (["nav", "make-scenes", "--num", "0"], "--num must be > 0, got 0"),
     ],
 )
 def test_user_errors_are_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     done = vecfast(tmp_path, *args)
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1 and expected in done.stderr, done.stderr
-    assert done.stderr.startswith(f"vecfast {args[0]}: error: ")
+    command = " ".join(a for a in args[:2] if a in ("nav", "make-scenes")) or args[0]
+    assert done.stderr.startswith(f"vecfast {command}: error: ")
     assert done.stdout == ""
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium
 from gymnasium import Env, Wrapper
-from gymnasium.envs.registration import EnvSpec, VectorizeMode
+from gymnasium.envs.registration import EnvSpec, VectorizeMode, _find_spec  # make_vec's own id lookup
 from gymnasium.vector import VectorEnv
 
 from vecfast.vector.async_shared_mem import AsyncSharedMemVectorEnv
@@ -32,7 +32,12 @@ def make_vec(
     ``"vector_entry_point"`` are gymnasium's own. ``vector_kwargs`` go to the vector
     env's constructor (``num_workers``, ``batch_size``, ...).
     """
-    env_spec = id if isinstance(id, EnvSpec) else gymnasium.spec(id)
+    if isinstance(id, EnvSpec):
+        env_spec = id
+    elif isinstance(id, str):
+        env_spec = _find_spec(id)  # as gymnasium.make_vec: "module:EnvId" imports the module first
+    else:
+        raise gymnasium.error.Error(f"Invalid id type: {type(id)}. Expected `str` or `EnvSpec`")
     # A spec taken from an earlier vector env carries its vectorisation choices, as in gymnasium.
     env_kwargs = dict(env_spec.kwargs)
     num_envs = env_kwargs.pop("num_envs", num_envs)

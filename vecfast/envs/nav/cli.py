@@ -24,10 +24,11 @@ def add_nav_commands(subparsers: Any) -> None:
 
 
 def _make_scenes(args: argparse.Namespace) -> int:
+    from vecfast.cli import CommandError
     from vecfast.envs.nav.scenes import default_scene_dir, make_scenes
 
     if args.num <= 0:
-        raise SystemExit(f"vecfast nav make-scenes: --num must be > 0, got {args.num}")
+        raise CommandError(f"--num must be > 0, got {args.num}")
     out = default_scene_dir(args.num, args.seed) if args.out is None else args.out
     paths = make_scenes(args.num, args.seed, out)
     print(f"{len(paths)} scenes in {out}")
