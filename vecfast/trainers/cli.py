@@ -77,7 +77,7 @@ def _add_config_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...
     group = parser.add_argument_group(
         "config",
         "TrainConfig keys, shown with TrainConfig's defaults: envs without image observations get a small "
-        "MLP's (vecfast.trainers.training.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's "
+        "MLP's (vecfast.trainers.defaults.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's "
         "num_epochs, ...); a resumed run keeps its config. 'none' sets an optional key to None.",
     )
     for field in dataclasses.fields(TrainConfig):

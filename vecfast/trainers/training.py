@@ -1,8 +1,7 @@
 """``vecfast.train()``: build the env and the trainer, run until the budget, keep a run directory.
 
-Config layers, lowest first: :class:`TrainConfig` defaults, the env family's defaults
-(image observations: Sample Factory's conv + GRU settings; vector observations: a small
-MLP), the algorithm's registered defaults, then the caller's overrides.
+The config comes in layers (:mod:`vecfast.trainers.defaults`): TrainConfig's defaults, the env
+family's, the algorithm's registered ones, then the caller's overrides.
 """
 
 from __future__ import annotations
@@ -20,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import VectorEnv
 
 from vecfast.trainers.config import AUTO, TrainConfig
-from vecfast.trainers.models import ActorCritic, is_image, observation_spaces
+from vecfast.trainers.defaults import config_for
+from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.progress import ProgressPrinter
-from vecfast.trainers.registry import AlgoSpec, get_algo
+from vecfast.trainers.registry import get_algo
 from vecfast.trainers.run_dir import (
     RunDir,
     check_run_dir,
@@ -41,16 +40,6 @@ from vecfast.trainers.tune import Tuning, tune
 from vecfast.trainers.viewer import LiveDashboard
 from vecfast.vector.make import make_vec
 
-# model and learning defaults for envs without image observations (classic control and the like)
-VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
-    "use_rnn": False,
-    "encoder_mlp_layers": (64, 64),
-    "nonlinearity": "tanh",
-    "learning_rate": 1e-3,
-    "max_grad_norm": 0.5,
-    "exploration_loss_coeff": 0.0,
-}
-
 
 @dataclass
 class TrainResult:
@@ -59,28 +48,6 @@ class TrainResult:
     run_dir: Path
     policy: ActorCritic
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-def family_defaults(observation_space: spaces.Space) -> dict[str, Any]:
-    """Defaults for the kind of observations an env has (its single-env observation space)."""
-    if any(is_image(s) for s in observation_spaces(observation_space).values()):
-        return {}  # TrainConfig's defaults are Sample Factory's, for pixels
-    return dict(VECTOR_FAMILY_DEFAULTS)
-
-
-def config_for(observation_space: spaces.Space, spec: AlgoSpec, overrides: dict[str, Any]) -> TrainConfig:
-    """The config layers, lowest first: defaults, the env family's, the algorithm's, the caller's."""
-    family = family_defaults(observation_space)
-    if not any(is_image(s) for s in observation_spaces(observation_space).values()):
-        # Vector observations (a small MLP, whose learner idled ~85% of the time while envs step):
-        # 4 passes over each batch, so the critic keeps up when failures reappear after a policy
-        # is solved and PPO's clip, not one small step, bounds each update; and the learning rate
-        # annealed to 0, so a run ends on a settled policy. CartPole 500k, seeds 0-9
-        # (benchmarks/learning_seeds.py): 1 epoch, constant: 8/10 end >= 475 (2 collapse to ~230-270);
-        # 1 epoch, linear decay: 4/10; 4 epochs, constant: 10/10 (worst 484); 4 epochs, linear decay:
-        # 10/10, all at 500.
-        family = {"num_epochs": 4, "lr_schedule": "linear_decay", **family}
-    return TrainConfig.from_overrides(**{**family, **spec.defaults, **overrides})
 
 
 def _auto_tune(env: str | Callable[[], VectorEnv] | VectorEnv, algo: str, overrides: dict[str, Any]) -> Tuning:

@@ -27,6 +27,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig
+from vecfast.trainers.defaults import config_for
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
 from vecfast.trainers.registry import get_algo
 from vecfast.trainers.runtime import setup_torch
@@ -161,7 +162,6 @@ def tune(env_id: str, algo: str = "appo", seconds: float = 1.0, cores: int | Non
     (``num_workers``/``num_envs_per_worker`` are ignored: they are what is chosen).
     Everything is validated before anything is measured.
     """
-    from vecfast.trainers.training import config_for  # train() imports this module
 
     spec = get_algo(algo)
     if not spec.double_buffered:
