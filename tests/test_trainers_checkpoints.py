@@ -71,6 +71,8 @@ def test_an_old_format_checkpoint_converts_on_request(trained: TrainResult, tmp_
     # the previous format: gymnasium spaces pickled, numpy numbers among the metrics
     old = {**state, "observation_space": space_from_data(state["observation_space"])}
     old.update(action_space=space_from_data(state["action_space"]), best_return=np.float64(state["best_return"]))
+    old["action_space"].seed(0)  # a space that sampled pickles its random generator
+    old["action_space"].sample()
     old["metrics"] = {**state["metrics"], "mean_episode_return": np.float64(1.0)}
     torch.save(old, legacy)
     with pytest.raises(UnsafeCheckpointError, match="older vecfast"):
@@ -78,6 +80,16 @@ def test_an_old_format_checkpoint_converts_on_request(trained: TrainResult, tmp_
     convert_legacy_checkpoint(legacy)
     for key, value in load_policy(run_dir).state_dict().items():
         torch.testing.assert_close(value, trained.policy.state_dict()[key])
+
+
+def test_converting_a_crafted_checkpoint_runs_no_code(tmp_path: Path) -> None:
+    """Old behaviour: convert_legacy_checkpoint unpickled with weights_only=False and ran the payload."""
+    proof = tmp_path / "code_ran"
+    crafted = tmp_path / "last_000000000100.pt"
+    torch.save({"env_steps": 100, "observation_space": spaces.Discrete(2), "payload": Payload(proof)}, crafted)
+    with pytest.raises(UnsafeCheckpointError):
+        convert_legacy_checkpoint(crafted)
+    assert not proof.exists()
 
 
 @pytest.mark.parametrize(

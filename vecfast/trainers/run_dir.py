@@ -18,7 +18,7 @@ Checkpoints hold tensors and plain data only (gymnasium spaces as :func:`space_t
 dicts) and are loaded with ``torch.load(weights_only=True)``: a crafted checkpoint cannot
 run code. Checkpoints of vecfast before this format pickled gymnasium spaces; loading one
 raises :class:`UnsafeCheckpointError`, and :func:`convert_legacy_checkpoint` rewrites one
-that its owner trusts.
+(loading only gymnasium spaces and numpy data besides, still with ``weights_only=True``).
 """
 
 from __future__ import annotations
@@ -224,27 +224,47 @@ def load_checkpoint(run_dir: str | os.PathLike, which: str = "last") -> dict[str
     raise FileNotFoundError(f"no readable {which} checkpoint in {checkpoints}" + "".join(f"\n  {e}" for e in errors))
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path, allowed: list[Any] | None = None) -> dict[str, Any]:
+    """``torch.load(weights_only=True)``, which also rebuilds the ``allowed`` classes and functions only."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(allowed or []):
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         if not (str(e).startswith("Weights only load failed") and zipfile.is_zipfile(path)):
             raise  # not a torch.save archive at all: as corrupt as a truncated one
         raise UnsafeCheckpointError(
-            f"{path} holds objects beyond tensors and plain data, so it was not loaded: it is a checkpoint of "
-            "an older vecfast (which pickled gymnasium spaces) or a crafted file. If you wrote it yourself, "
-            'convert it once (this unpickles it, which runs any code it holds): python -c "from '
+            f"{path} holds objects beyond tensors and plain data, so it was not loaded: a crafted file, or a "
+            "checkpoint of an older vecfast (which pickled gymnasium spaces). Convert the latter once (it loads "
+            'gymnasium spaces and numpy data, nothing else): python -c "from '
             f"vecfast.trainers.run_dir import convert_legacy_checkpoint; convert_legacy_checkpoint('{path}')\""
         ) from None
 
 
-def convert_legacy_checkpoint(path: str | os.PathLike) -> None:
-    """Rewrite an old-format checkpoint (pickled gymnasium spaces) as one ``weights_only`` loads.
+def _legacy_globals() -> list[Any]:
+    """What an old checkpoint's pickled spaces need: gymnasium's space classes and numpy's arrays,
+    dtypes, scalars and random generators (spaces pickle their ``np_random``); all of them only
+    rebuild data."""
+    import numpy.random._pickle as random_pickle
+    from numpy.random import bit_generator
 
-    Unpickles ``path`` in full, which runs any code a crafted file holds: only for files you trust.
+    multiarray = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray  # numpy 2 / 1
+    dtypes = [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endswith("DType")]
+    return [
+        *(spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict, spaces.Tuple),
+        *(np.ndarray, np.dtype, *dtypes, multiarray._reconstruct, multiarray.scalar),
+        *(random_pickle.__generator_ctor, random_pickle.__bit_generator_ctor, np.random.PCG64),
+        *(bit_generator.SeedSequence, bit_generator.__pyx_unpickle_SeedSequence),
+    ]
+
+
+def convert_legacy_checkpoint(path: str | os.PathLike) -> None:
+    """Rewrite an old-format checkpoint (pickled gymnasium spaces) as one that plain ``weights_only`` loads.
+
+    Still loaded with ``weights_only=True``, allowing gymnasium's spaces and numpy's data types
+    besides: a crafted file raises :class:`UnsafeCheckpointError` here too, without running code.
     """
     path = Path(path)
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = _load(path, _legacy_globals())
     state.update({key: space_to_data(value) for key, value in state.items() if isinstance(value, spaces.Space)})
     state.update(metrics=plain_data(state.get("metrics", {})), best_return=float(state.get("best_return", -np.inf)))
     _atomic_torch_save(state, path)
