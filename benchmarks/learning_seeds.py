@@ -23,7 +23,6 @@ Targets (``--target`` and ``--steps``/``--frames`` override them):
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import statistics
 import sys
@@ -31,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from train_appo import parse_overrides  # --set key=value, as train_appo.py takes them (same folder)
 
 import vecfast  # noqa: F401  (registers the vecfast/ ids)
 from vecfast.trainers import train
@@ -49,17 +50,6 @@ def parse_seeds(text: str) -> list[int]:
         lo, dash, hi = part.strip().partition("-")
         seeds.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
     return seeds
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
 
 
 def frame_skip(env_id: str) -> int:
