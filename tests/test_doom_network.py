@@ -25,7 +25,7 @@ import pytest
 from helpers import descendants, wait_gone
 
 from vecfast.multiagent import doom_duel_v0, doom_match
-from vecfast.multiagent.network_isolation import (
+from vecfast.network_isolation import (
     ENV_VAR,
     NetworkIsolationError,
     NetworkIsolationWarning,
@@ -227,7 +227,7 @@ def test_the_namespace_holder_dies_with_its_owner(tmp_path: Any, process_guard: 
     script = textwrap.dedent(
         """
         import time
-        from vecfast.multiagent.network_isolation import PrivateNetwork
+        from vecfast.network_isolation import PrivateNetwork
         network = PrivateNetwork("/bin/true")
         print(network.holder_pid, flush=True)
         time.sleep(60)

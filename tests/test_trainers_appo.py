@@ -12,10 +12,11 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from vecfast.trainers.appo import APPOTrainer
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import PolicyWorker
+from vecfast.trainers.ppo import PPO
+from vecfast.trainers.schemes.asynchronous import AsyncTrainer
+from vecfast.trainers.schemes.policy_worker import PolicyWorker
 
 MLP = {"use_rnn": False, "encoder_mlp_layers": (64, 64), "nonlinearity": "tanh"}
 
@@ -87,17 +88,18 @@ def test_policy_worker_writes_consistent_trajectories(make_async: Callable) -> N
     # reset steps were seen, and truncated episodes are told apart from terminated ones
     assert (~traj.valid).any() and traj.done.any() and traj.terminated.any() and (traj.done & ~traj.terminated).any()
     summary = worker.episodes.summary()
-    assert summary["episodes"] > 0 and 3 <= summary["mean_episode_length"] <= 6
+    assert summary.episodes > 0 and 3 <= summary.mean_length <= 6
 
 
 def train_appo(
     env: gym.vector.VectorEnv, budget: int, target: float | None, iterations: int | None = None, **overrides: object
 ) -> list[dict]:
     cfg = TrainConfig.from_overrides(**overrides)
-    trainer = APPOTrainer(env, cfg, budget)
+    trainer = AsyncTrainer(env, PPO, cfg, budget)
     history = []
     try:
-        for metrics in trainer.iterations():
+        for iteration in trainer.iterations():
+            metrics = iteration.to_dict()
             history.append(metrics)
             reached = target is not None and metrics.get("mean_episode_return", -np.inf) >= target
             if reached or metrics["env_steps"] >= budget or len(history) == iterations:

@@ -54,6 +54,7 @@ def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path: Path
         "load_policy last": lambda: load_policy(run.path),
         "load_policy best": lambda: load_policy(run.path, which="best"),
         "enjoy": lambda: enjoy(run.path, episodes=1, which="best"),
+        "load_policy file": lambda: load_policy(run.checkpoints / "last_000000000100.pt"),
         "resume": lambda: train("CartPole-v1", algo="ppo", run_dir=run.path, resume=True, **FAST),
     }
     for name, load in loaders.items():
@@ -115,6 +116,9 @@ def test_spaces_go_through_plain_data_and_weights_only_loading(space: spaces.Spa
 def test_a_run_loads_its_newest_checkpoint_and_its_final_save_updates_best(trained: TrainResult) -> None:
     for key, value in load_policy(trained.run_dir).state_dict().items():
         torch.testing.assert_close(value, trained.policy.state_dict()[key])  # the final policy, not best.pt
+    newest = last_checkpoints(trained.run_dir)[0]
+    for key, value in load_policy(newest).state_dict().items():  # one checkpoint file, by its path
+        torch.testing.assert_close(value, trained.policy.state_dict()[key])
     best = load_checkpoint(trained.run_dir, "best")
     assert best["best_return"] >= trained.stats["mean_episode_return"]  # the final policy, if better, is best.pt
     assert best["best_return"] == best["metrics"]["mean_episode_return"]

@@ -141,7 +141,7 @@ def test_resume_continues_the_run_with_its_own_config(tmp_path: Path, capsys: py
 
 def test_user_errors_of_train_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     line = one_error_line(capsys, ["train", "CartPole-v1", "--algo", "dqn"])
-    assert line.endswith("unknown algorithm 'dqn'; registered: appo, ppo")
+    assert line.endswith("unknown algorithm 'dqn'; registered: appo, ddppo, ppo")
     line = one_error_line(capsys, ["train", "CartPole-v1", "--rollout", "30"])
     assert line.endswith("invalid config: batch_size (512) must be a multiple of rollout (30)")
     line = one_error_line(capsys, ["tune", "CartPole-v1", "--nonlinearity", "gelu"], command="tune")

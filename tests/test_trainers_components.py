@@ -1,5 +1,5 @@
 """The trainers' components: model (encoders, GRU core, heads), normalisers, storage, advantage estimators,
-learner, registry."""
+the PPO algorithm."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import torch
 from gymnasium import spaces
 
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.learner import Learner
 from vecfast.trainers.losses import gae, vtrace
 from vecfast.trainers.models import ActorCritic, obs_to_tensors
 from vecfast.trainers.normalize import RunningMeanStd
-from vecfast.trainers.registry import get_algo, register_algo, registered_algos
+from vecfast.trainers.ppo import PPO
 from vecfast.trainers.storage import Trajectories
 
 DICT_OBS = spaces.Dict(
@@ -172,9 +171,9 @@ def test_vtrace_clips_importance_weights() -> None:
         torch.testing.assert_close(adv[0, 0], torch.tensor(weight * 0.5))
 
 
-def test_learner_takes_epochs_of_minibatches_and_its_checkpoint_round_trips() -> None:
+def test_ppo_takes_epochs_of_minibatches_and_its_state_round_trips() -> None:
     """8 trajectories of 4 steps, 2 per minibatch, 3 epochs: 12 gradient steps, each followed by
-    ``after_step``; the learning rate follows the progress; a fresh learner restores the state."""
+    ``after_step``; the learning rate follows the progress; a fresh PPO restores the state."""
     torch.manual_seed(0)
     cfg = small_config(use_rnn=False, rollout=4, batch_size=8, num_epochs=3, lr_schedule="linear_decay")
     obs_space = spaces.Box(-1, 1, (2,), np.float32)
@@ -182,36 +181,26 @@ def test_learner_takes_epochs_of_minibatches_and_its_checkpoint_round_trips() ->
     traj = make_trajectories(rewards=[[1.0, 0.0, 0.5, 1.0]] * 8, done=[[False] * 4] * 8, terminated=[[False] * 4] * 8)
     traj.obs["obs"].uniform_(-1, 1)
     traj.actions.random_(0, 2)
-    learner = Learner(model, cfg)
+    ppo = PPO(model, cfg)
     calls = []
-    metrics = learner.learn(traj, 0.25, after_step=lambda: calls.append(learner.version))
-    assert calls == list(range(1, 13)) and metrics["learner_steps"] == 12
+    metrics = ppo.learn(traj, 0.25, on_policy=False, after_step=lambda: calls.append(ppo.version))
+    assert calls == list(range(1, 13)) and ppo.version == 12
     assert metrics["learning_rate"] == pytest.approx(0.75 * cfg.learning_rate)
-    names = ["learner_steps", "policy_loss", "value_loss", "entropy", "kl", "clip_fraction", "grad_norm"]
-    assert list(metrics) == [*names, "learning_rate"]  # the names the dashboard reads, in the trainers' order
-    advantages, targets = gae(traj, traj.values, cfg.gamma, cfg.gae_lambda)
-    assert learner.learn(traj, 0.5, advantages, targets)["learner_steps"] == 24
+    names = ["policy_loss", "value_loss", "entropy", "kl", "clip_fraction", "grad_norm", "learning_rate"]
+    assert list(metrics) == names  # the names the dashboard reads
+    ppo.learn(traj, 0.5, on_policy=True)  # GAE from the values stored while acting
+    assert ppo.version == 24
 
-    restored = Learner(ActorCritic(obs_space, spaces.Discrete(2), cfg), cfg)
-    assert restored.load_trainer_state(learner.trainer_state(env_steps=1234)) == 1234
+    restored = PPO(ActorCritic(obs_space, spaces.Discrete(2), cfg), cfg)
+    restored.load_state_dict(ppo.state_dict())
     assert restored.version == 24
-    for a, b in zip(restored.model.state_dict().values(), model.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b)
-    assert restored.optimizer.state_dict()["state"].keys() == learner.optimizer.state_dict()["state"].keys()
+    assert restored.optimizer.state_dict()["state"].keys() == ppo.optimizer.state_dict()["state"].keys()
 
 
-def test_registry_takes_user_algorithms() -> None:
-    def factory(env, cfg, total_env_steps):  # noqa: ANN001, ANN202
-        raise NotImplementedError
-
-    assert {"appo", "ppo"} <= set(registered_algos())
-    register_algo("test-custom-algo", factory, defaults={"rollout": 8})
-    spec = get_algo("test-custom-algo")
-    assert spec.factory is factory and spec.defaults == {"rollout": 8} and not spec.double_buffered
-    with pytest.raises(ValueError, match="already registered"):
-        register_algo("test-custom-algo", lambda *a: None)
-    with pytest.raises(KeyError, match="no algorithm 'nope'"):
-        get_algo("nope")
+def test_a_too_small_image_gets_a_clear_error() -> None:
+    space = spaces.Box(0.0, 10.0, (16, 16, 1), np.float32)  # depth in metres: an image too
+    with pytest.raises(ValueError, match="16x16 pixels is too small for encoder_conv_architecture='convnet_simple'"):
+        ActorCritic(space, spaces.Discrete(2), small_config())
 
 
 def test_config_rejects_unknown_keys_and_bad_batches() -> None:

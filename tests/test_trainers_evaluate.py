@@ -172,7 +172,7 @@ def test_the_recurrent_state_restarts_on_each_episodes_first_observation(mode: A
 
 def test_pointnav_success_and_spl_come_from_the_final_infos(tmp_path: Path) -> None:
     make_scenes(2, seed=1, out_dir=tmp_path)
-    env = BatchedPointNavEnv(3, scenes=tmp_path, width=16, height=16)
+    env = BatchedPointNavEnv(3, scenes=tmp_path, width=40, height=40)  # depth is an image: convnet_simple's least
     try:
         result = evaluate(policy_for(env), env, episodes=6, deterministic=False)
         assert result.episodes == 6 and len(result.lengths) == 6

@@ -8,7 +8,8 @@ import gymnasium as gym
 import numpy as np
 
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.ppo import PPOTrainer
+from vecfast.trainers.ppo import PPO
+from vecfast.trainers.schemes.synchronous import SyncTrainer
 
 CARTPOLE_MLP = {"use_rnn": False, "encoder_mlp_layers": (64, 64), "nonlinearity": "tanh", "exploration_loss_coeff": 0.0}
 
@@ -28,9 +29,10 @@ def learn_cartpole(make_async: Callable, budget: int, **overrides: object) -> tu
             **overrides,
         }
     )
-    trainer = PPOTrainer(env, cfg, budget)
+    trainer = SyncTrainer(env, PPO, cfg, budget)
     best = -np.inf
-    for metrics in trainer.iterations():
+    for iteration in trainer.iterations():
+        metrics = iteration.to_dict()
         best = max(best, metrics.get("mean_episode_return", -np.inf))
         if best >= 195 or metrics["env_steps"] >= budget:
             return best, int(metrics["env_steps"])

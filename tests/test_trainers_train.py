@@ -18,6 +18,7 @@ from helpers import descendants, wait_gone
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from vecfast.trainers import TrainResult, load_policy, train
+from vecfast.trainers.registry import resolve
 from vecfast.trainers.run_dir import RunDir, last_checkpoints, load_checkpoint
 
 FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
@@ -25,10 +26,12 @@ FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size":
 
 def check_run_dir(result: TrainResult, algo: str, total: int) -> list[dict]:
     config = json.loads((result.run_dir / "config.json").read_text())
-    assert config["algo"] == algo and config["total_env_steps"] == total
+    recipe = resolve(algo)
+    assert (config["algo"], config["scheme"]) == (recipe.algo, recipe.scheme) and config["total_env_steps"] == total
     assert config["config"]["rollout"] == 16 and config["config"]["use_rnn"] is False  # vector-obs family defaults
     lines = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert lines and all("env_frames" in m and "policy_lag_avg" in m for m in lines)
+    lagged = recipe.scheme == "async"  # only there does an older policy act
+    assert lines and all("env_frames" in m and ("policy_lag_avg" in m) == lagged for m in lines)
     steps = [m["env_steps"] for m in lines]
     assert steps == sorted(steps) and steps[-1] >= total
     assert result.stats["env_steps"] == steps[-1] == result.stats["env_frames"]  # CartPole has no frame skip

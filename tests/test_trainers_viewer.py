@@ -49,6 +49,18 @@ def test_dashboard_rates_eta_and_component_shares() -> None:
         assert expected in text, expected
 
 
+def test_dashboard_shows_a_trainer_that_reports_only_env_steps() -> None:
+    """IterationMetrics has only env_steps required: the dashboard leaves out what a trainer does not report
+    (no policy lag for synchronous schemes, no loss terms, no episodes yet)."""
+    board = Dashboard(total_env_steps=1000, batch_size=100, title="minimal")
+    for step, t in [(100, 1.0), (200, 2.0)]:
+        board.update({"env_steps": step, "env_frames": step, "fps": 100.0, "time": t})
+    console = Console(record=True, width=100)
+    console.print(render(board, width=100))
+    text = console.export_text()
+    assert "env frames/s" in text and "policy lag" not in text and "entropy" not in text
+
+
 def test_sparkline_scales_between_min_and_max() -> None:
     assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
     assert sparkline([float("nan"), 5, 5], 10) == "▁▁"

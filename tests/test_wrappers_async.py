@@ -23,7 +23,7 @@ from wrapper_lockstep import NUM_ENVS, NUM_WORKERS, EnvResult, run_recv_send, ru
 
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import PolicyWorker, StepAsRecv, async_api
+from vecfast.trainers.schemes.policy_worker import PolicyWorker, StepAsRecv, async_api
 from vecfast.wrappers import (
     ChannelOrderObservation,
     ClipReward,

@@ -12,7 +12,7 @@ hosting or joining a networked one.
 
 The network: VizDoom's engine binds its port on every address, with no option to change
 that, so the games of a match run in a private network namespace of their own (only
-loopback; see :mod:`vecfast.multiagent.network_isolation`) where the platform allows it,
+loopback; see :mod:`vecfast.network_isolation`) where the platform allows it,
 and otherwise in the host's network with a :class:`NetworkIsolationWarning`.
 """
 
@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode
 from pettingzoo import ParallelEnv
 
 from vecfast.envs.doom.full_game_env import DoomFullGameEnv
-from vecfast.multiagent.network_isolation import (
+from vecfast.network_isolation import (
     ENV_VAR,
     NetworkIsolationError,
     NetworkIsolationWarning,
@@ -100,7 +100,7 @@ class MatchNetwork:
 
     ``network_isolation``: ``None`` (the default) isolates where the platform allows it and
     otherwise warns (:class:`NetworkIsolationWarning`) and uses the host's network, unless
-    the environment variable ``VECFAST_DOOM_NETWORK_ISOLATION`` is ``0``; ``True`` raises
+    the environment variable ``VECFAST_NETWORK_ISOLATION`` is ``0``; ``True`` raises
     :class:`NetworkIsolationError` instead of using the host's network; ``False`` uses the
     host's network (and warns).
     """
@@ -180,7 +180,7 @@ class DoomPlayerEnv(DoomFullGameEnv):
     Match settings (deathmatch rules, time limit) are the host's; a joiner takes them from
     the host. ``connect_timeout``: seconds the games wait for each other. ``launcher``:
     the executable that starts the game's engine in the match's private network
-    (:attr:`PrivateNetwork.launcher <vecfast.multiagent.network_isolation.PrivateNetwork>`);
+    (:attr:`PrivateNetwork.launcher <vecfast.network_isolation.PrivateNetwork>`);
     ``None``: the host's network.
     """
 

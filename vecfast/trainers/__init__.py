@@ -1,4 +1,4 @@
-"""Built-in trainers (APPO, PPO) behind one small protocol, the algorithm registry, and ``train()``.
+"""Built-in trainers (PPO under the sync, async and distributed schemes), their registry, and ``train()``.
 
 Only :class:`TrainConfig` loads with the package; the other names load their modules (and torch)
 when first used, so ``import vecfast.trainers.config`` and ``vecfast --help`` import no torch.
@@ -13,18 +13,25 @@ from vecfast.trainers.config import TrainConfig
 
 if TYPE_CHECKING:
     from vecfast.trainers.evaluation import EvalResult, evaluate
+    from vecfast.trainers.metrics import EpisodeStats, IterationMetrics, PolicyLag
     from vecfast.trainers.models import ActorCritic
-    from vecfast.trainers.registry import Trainer, get_algo, register_algo, registered_algos
+    from vecfast.trainers.protocols import Algorithm, Trainer
+    from vecfast.trainers.registry import register_algorithm, register_scheme, registered_algos, registered_schemes
     from vecfast.trainers.training import TrainResult, load_policy, train
 
 _LAZY = {  # name -> the module that defines it
     "EvalResult": "vecfast.trainers.evaluation",
     "evaluate": "vecfast.trainers.evaluation",
     "ActorCritic": "vecfast.trainers.models",
-    "Trainer": "vecfast.trainers.registry",
-    "get_algo": "vecfast.trainers.registry",
-    "register_algo": "vecfast.trainers.registry",
+    "EpisodeStats": "vecfast.trainers.metrics",
+    "IterationMetrics": "vecfast.trainers.metrics",
+    "PolicyLag": "vecfast.trainers.metrics",
+    "Algorithm": "vecfast.trainers.protocols",
+    "Trainer": "vecfast.trainers.protocols",
+    "register_algorithm": "vecfast.trainers.registry",
+    "register_scheme": "vecfast.trainers.registry",
     "registered_algos": "vecfast.trainers.registry",
+    "registered_schemes": "vecfast.trainers.registry",
     "TrainResult": "vecfast.trainers.training",
     "load_policy": "vecfast.trainers.training",
     "train": "vecfast.trainers.training",
@@ -41,14 +48,19 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ActorCritic",
+    "Algorithm",
+    "EpisodeStats",
     "EvalResult",
+    "IterationMetrics",
+    "PolicyLag",
     "TrainConfig",
     "TrainResult",
     "Trainer",
     "evaluate",
-    "get_algo",
     "load_policy",
-    "register_algo",
+    "register_algorithm",
+    "register_scheme",
     "registered_algos",
+    "registered_schemes",
     "train",
 ]

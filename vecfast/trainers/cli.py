@@ -111,7 +111,20 @@ def add_train_commands(subparsers: Any) -> None:
         help="registered gymnasium id, e.g. vecfast/DoomBasic-v0 or CartPole-v1 (with --resume: the run's)",
     )
     train.add_argument(
-        "--algo", help=f"registered algorithm, appo or ppo (default {DEFAULT_ALGO}; --resume: the run's)"
+        "--algo",
+        help=f"registered algorithm (ppo), or a pair's name: appo (ppo, async), ddppo (ppo, distributed) "
+        f"(default {DEFAULT_ALGO}; --resume: the run's)",
+    )
+    train.add_argument(
+        "--scheme",
+        help="how the algorithm runs: sync (the default for an algorithm), async, distributed (one rank per "
+        "process: under torchrun, or --num-processes N here; --resume: the run's)",
+    )
+    train.add_argument(
+        "--num-processes",
+        type=int,
+        metavar="N",
+        help="distributed schemes: start N ranks on this machine (under torchrun: the ranks it starts)",
     )
     train.add_argument(
         "--total-env-steps",
@@ -210,22 +223,25 @@ def _check_run_dir_free(run_dir: Path, resume: bool) -> None:
         raise CommandError(str(exc)) from None
 
 
-def _algo_defaults(algo: str) -> dict[str, Any]:
-    """The registered algorithm's config defaults; a CommandError naming the registered ones if it is unknown."""
-    from vecfast.trainers.registry import get_algo, registered_algos
+def _recipe(algo: str, scheme: str | None = None) -> Any:
+    """What ``algo`` and ``scheme`` name (:class:`vecfast.trainers.registry.Recipe`); a CommandError naming
+    the registered ones if either is unknown."""
+    from vecfast.trainers.registry import resolve
 
     try:
-        return dict(get_algo(algo).defaults or {})
-    except KeyError:
-        raise CommandError(f"unknown algorithm {algo!r}; registered: {', '.join(registered_algos())}") from None
+        return resolve(algo, scheme)
+    except KeyError as exc:
+        raise CommandError(str(exc.args[0])) from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
-def _check_config(algo: str, config: dict[str, Any]) -> None:
+def _check_config(algo: str, scheme: str | None, config: dict[str, Any]) -> None:
     """Validate the config layers as train() will (the env family's defaults are valid with any)."""
     if config.get("num_workers") == AUTO:  # tuning chooses them
         config = {k: v for k, v in config.items() if k not in TUNED_KEYS}
     try:
-        TrainConfig.from_overrides(**{**_algo_defaults(algo), **config})
+        TrainConfig.from_overrides(**{**_recipe(algo, scheme).defaults, **config})
     except (TypeError, ValueError) as exc:
         raise CommandError(f"invalid config: {exc}") from None
 
@@ -233,16 +249,20 @@ def _check_config(algo: str, config: dict[str, Any]) -> None:
 def _train(args: argparse.Namespace) -> int:
     overrides = _config_overrides(args)
     if args.resume is not None:
-        env_id, algo, total, run_dir, config = _resumed(args)
-        _check_config(algo, {**config, **overrides})
+        env_id, algo, scheme, total, run_dir, config = _resumed(args)
+        _check_config(algo, scheme, {**config, **overrides})
     else:
         if args.env_id is None:
             raise CommandError("the env id is missing (e.g. CartPole-v1); --resume RUN_DIR continues a run")
-        env_id, algo, run_dir = args.env_id, args.algo or DEFAULT_ALGO, args.run_dir
+        env_id, algo, scheme, run_dir = args.env_id, args.algo or DEFAULT_ALGO, args.scheme, args.run_dir
         total = DEFAULT_TOTAL_ENV_STEPS if args.total is None else args.total
         check_env_id(env_id)
-        _check_config(algo, overrides)
-    if run_dir is not None:
+        _check_config(algo, scheme, overrides)
+
+    from vecfast.trainers.launch import rank_from_environment
+
+    rank = rank_from_environment()  # under torchrun or srun: every rank runs this command
+    if run_dir is not None and rank is None:  # (in a launched run, rank 0 checks for all)
         _check_run_dir_free(run_dir, resume=args.resume is not None)
 
     from vecfast.trainers.training import train
@@ -254,9 +274,12 @@ def _train(args: argparse.Namespace) -> int:
         run_dir=run_dir,
         live=sys.stdout.isatty() if args.live is None else args.live,
         resume=args.resume is not None,
+        scheme=scheme,
+        num_processes=args.num_processes,
         **overrides,  # only the options given: a resumed run keeps the rest of its config
     )
-    _print_summary(json.dumps({"run_dir": str(result.run_dir), **result.stats}, indent=2, default=str))
+    if rank is None or rank.is_main:
+        _print_summary(json.dumps({"run_dir": str(result.run_dir), **result.stats}, indent=2, default=str))
     return 0
 
 
@@ -269,17 +292,24 @@ def _print_summary(text: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush must not fail
 
 
-def _resumed(args: argparse.Namespace) -> tuple[str, str, int, Path, dict[str, Any]]:
-    """The env id, algorithm, total env steps, directory and config of the run that --resume continues."""
+def _resumed(args: argparse.Namespace) -> tuple[str, str, str | None, int, Path, dict[str, Any]]:
+    """The env id, algorithm, scheme, total env steps, directory and config of the run that --resume continues."""
     run_dir = args.resume
     if args.run_dir is not None and args.run_dir.resolve() != run_dir.resolve():
         raise CommandError(f"--run-dir {args.run_dir} is not --resume {run_dir}: a run continues in its directory")
     run = _read_run(run_dir, checkpoint=True)
-    for given, key, option in ((args.env_id, "env", "env id"), (args.algo, "algo", "--algo")):
-        if given is not None and given != run[key]:
+    saved = _recipe(run["algo"], run.get("scheme"))  # runs saved before schemes were separate name a pair
+    if args.env_id is not None and args.env_id != run["env"]:
+        raise CommandError(
+            f"{str(run_dir)!r} is a run of env {run['env']!r}, not {args.env_id!r}: leave the env id out to "
+            "continue it, or start a new run"
+        )
+    if args.algo is not None or args.scheme is not None:
+        given = _recipe(args.algo or saved.algo, args.scheme)
+        if (given.algo, given.scheme) != (saved.algo, saved.scheme):
             raise CommandError(
-                f"{str(run_dir)!r} is a run of {key} {run[key]!r}, not {given!r}: leave the {option} out to "
-                "continue it, or start a new run"
+                f"{str(run_dir)!r} is a run of algo {saved.label!r}, not {given.label!r}: leave --algo and "
+                "--scheme out to continue it, or start a new run"
             )
     check_env_id(run["env"])
     total = run["total_env_steps"] if args.total is None else args.total
@@ -289,14 +319,14 @@ def _resumed(args: argparse.Namespace) -> tuple[str, str, int, Path, dict[str, A
             f"{str(run_dir)!r} has trained its {total:,} env steps (its newest checkpoint is at {steps:,}): "
             "--total-env-steps N continues it to N"
         )
-    return run["env"], run["algo"], total, run_dir, run["config"]
+    return run["env"], saved.algo, saved.scheme, total, run_dir, run["config"]
 
 
 def _tune(args: argparse.Namespace) -> int:
     from vecfast.trainers.tune import tune
 
     check_env_id(args.env_id)
-    _check_config(args.algo, _config_overrides(args))
+    _check_config(args.algo, None, _config_overrides(args))
     tuning = tune(args.env_id, algo=args.algo, seconds=args.seconds, **_config_overrides(args))
     print("\n".join(tuning.lines()))
     choice = tuning.choice

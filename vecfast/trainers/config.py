@@ -44,15 +44,30 @@ class TrainConfig:
     num_batches_per_epoch: int = 1
     """Minibatches of batch_size samples that an iteration learns from."""
     learning_rate: float = 1e-4
-    """Adam's learning rate."""
+    """The optimiser's learning rate, before lr_scaling and lr_schedule."""
     lr_schedule: str = "constant"
-    """The learning rate's schedule: "constant", or "linear_decay" (to 0 at the end of training)."""
+    """The learning rate's schedule by training progress: "constant", "linear_decay" or "cosine" (both to 0 at
+    the end of training)."""
+    lr_scaling: str = "none"
+    """Scale learning_rate for large batches: "none", or "sqrt": times max(sqrt(batch_size * ranks / 256), 1),
+    the square-root rule of Large Batch Simulation (Shacklett et al. 2021; 256 samples is its base). The paper
+    trains DD-PPO on PointNav with rollouts of 32 steps, 1 epoch of 2 minibatches, 64x64 depth."""
+    lr_warmup_updates: int = 0
+    """Gradient steps over which the learning rate rises linearly from learning_rate to its lr_scaling value;
+    0: scaled from the start."""
     adam_eps: float = 1e-6
     """Adam's epsilon, added to the root of its mean of squared gradients."""
     adam_beta1: float = 0.9
     """Adam's decay of its mean of gradients."""
     adam_beta2: float = 0.999
     """Adam's decay of its mean of squared gradients."""
+    # optimiser (LAMB takes adam_eps and adam_beta1/2 too)
+    optimizer: str = "adam"
+    """The optimiser: "adam", or "lamb" (Large Batch Simulation's): Adam's update scaled per weight tensor by the
+    trust ratio min(||w||, 10) / ||update|| clipped to [0.01, 100]; biases and other 1-D parameters as AdamW."""
+    weight_decay: float = 0.0
+    """LAMB's decoupled weight decay of the weight matrices and convolution kernels (not of biases or other
+    1-D parameters); bps-nav's LAMB uses 1e-4. optimizer="adam" takes none."""
     max_grad_norm: float = 4.0
     """Gradients are scaled down to this global L2 norm."""
     gamma: float = 0.99
@@ -71,13 +86,24 @@ class TrainConfig:
     """Normalise the advantages of each minibatch to mean 0 and std 1."""
     with_vtrace: bool = True
     """APPO: V-trace targets with rho_bar = c_bar = 1; off: GAE on the current values."""
+    # distributed (DD-PPO)
+    sync_frac: float = 0.6
+    """DD-PPO: once this share of the ranks have finished their rollout, the others end theirs early."""
+    min_rollout_fraction: float = 0.25
+    """DD-PPO: a rollout ends early only after this share of its steps."""
     # model
     use_rnn: bool = True
     """A GRU core between the encoders and the actor and critic heads."""
     rnn_size: int = 512
     """The GRU's hidden size."""
     encoder_conv_architecture: str = "convnet_simple"
-    """Sample Factory's conv encoder of image observations: "convnet_simple" or "convnet_atari"."""
+    """The conv encoder of image observations: Sample Factory's "convnet_simple" or "convnet_atari", or
+    "se_resnet9": Large Batch Simulation's SE-ResNet9 with Fixup (no normalisation layers; image height and
+    width multiples of 4): ~64M multiply-adds per 64x64 image, 20-30x convnet_simple's (forward + backward
+    ~18x slower on a CPU thread: benchmarks/encoder_speed.py)."""
+    encoder_base_channels: int = 64
+    """se_resnet9's channels in its first stage, doubled in each of the next three (the paper's 64; 16 does
+    ~1/16 of the work)."""
     encoder_conv_mlp_layers: tuple[int, ...] = (512,)
     """Sizes of the fully connected layers after the conv encoder."""
     encoder_mlp_layers: tuple[int, ...] = (256, 256)
@@ -147,8 +173,25 @@ class TrainConfig:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of rollout ({self.rollout})")
         if self.num_epochs < 1 or self.num_batches_per_epoch < 1:
             raise ValueError("num_epochs and num_batches_per_epoch must be >= 1")
-        if self.lr_schedule not in ("constant", "linear_decay"):
-            raise ValueError(f"lr_schedule must be 'constant' or 'linear_decay', got {self.lr_schedule!r}")
+        if self.lr_schedule not in ("constant", "linear_decay", "cosine"):
+            raise ValueError(f"lr_schedule must be 'constant', 'linear_decay' or 'cosine', got {self.lr_schedule!r}")
+        if self.lr_scaling not in ("none", "sqrt"):
+            raise ValueError(f"lr_scaling must be 'none' or 'sqrt', got {self.lr_scaling!r}")
+        warmup = self.lr_warmup_updates
+        if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
+            raise ValueError(f"lr_warmup_updates must be an int >= 0, got {warmup!r}")
+        if self.optimizer not in ("adam", "lamb"):
+            raise ValueError(f"optimizer must be 'adam' or 'lamb', got {self.optimizer!r}")
+        if not (isinstance(self.weight_decay, numbers.Real) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
+        if self.weight_decay and self.optimizer != "lamb":
+            raise ValueError(f"weight_decay applies to optimizer='lamb' only, got optimizer={self.optimizer!r}")
+        if self.encoder_conv_architecture not in ("convnet_simple", "convnet_atari", "se_resnet9"):
+            raise ValueError(
+                "encoder_conv_architecture must be 'convnet_simple', 'convnet_atari' or 'se_resnet9', "
+                f"got {self.encoder_conv_architecture!r}"
+            )
+        _check_count("encoder_base_channels", self.encoder_base_channels, "")
         if self.encoder_bf16 not in (True, False, "auto"):
             raise ValueError(f"encoder_bf16 must be True, False or 'auto', got {self.encoder_bf16!r}")
         if not (self.step_timeout in (None, "auto") or _positive_number(self.step_timeout)):
@@ -158,6 +201,11 @@ class TrainConfig:
         if not (self.env_start_timeout is None or _positive_number(self.env_start_timeout)):
             raise ValueError(
                 f"env_start_timeout must be a positive number of seconds or None, got {self.env_start_timeout!r}"
+            )
+        if not 0.0 < self.sync_frac <= 1.0 or not 0.0 <= self.min_rollout_fraction <= 1.0:
+            raise ValueError(
+                f"sync_frac must be in (0, 1] and min_rollout_fraction in [0, 1], "
+                f"got {self.sync_frac} and {self.min_rollout_fraction}"
             )
         if self.nonlinearity not in ("elu", "relu", "tanh"):
             raise ValueError(f"nonlinearity must be 'elu', 'relu' or 'tanh', got {self.nonlinearity!r}")

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
+import torch
+
+from vecfast.trainers import collective
+from vecfast.trainers.metrics import EpisodeStats
 
 
 class EpisodeTracker:
@@ -30,12 +34,13 @@ class EpisodeTracker:
             self.lengths_so_far[ids] = 0
             self.episodes += ended.size
 
-    def summary(self) -> dict[str, float]:
-        if not self.returns:
-            return {"episodes": self.episodes}
-        return {
-            "episodes": self.episodes,
-            "mean_episode_return": float(np.mean(self.returns)),
-            "max_episode_return": float(np.max(self.returns)),
-            "mean_episode_length": float(np.mean(self.lengths)),
-        }
+    def summary(self) -> EpisodeStats:
+        """Episodes so far and the window's means; in a distributed run, of every rank's envs together."""
+        sums = torch.tensor(
+            [self.episodes, len(self.returns), sum(self.returns), sum(self.lengths)], dtype=torch.float64
+        )
+        episodes, count, return_sum, length_sum = collective.all_sum(sums).tolist()
+        best = collective.all_max(torch.tensor([max(self.returns, default=-np.inf)], dtype=torch.float64)).item()
+        if not count:
+            return EpisodeStats(int(episodes))
+        return EpisodeStats(int(episodes), return_sum / count, best, length_sum / count)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vecfast.trainers import collective
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.distributions import ActionDistribution
 from vecfast.trainers.models import ActorCritic
@@ -80,6 +81,14 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def masked_mean_std(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and standard deviation of the masked entries of ``x``, over every rank of a distributed run."""
+    total, count = collective.all_sum(torch.stack([(x * mask).sum(), mask.sum()])).unbind()
+    mean = total / count.clamp(min=1.0)
+    squares = collective.all_sum(((x - mean).square() * mask).sum())
+    return mean, (squares / count.clamp(min=1.0)).sqrt()
+
+
 def ppo_loss(
     model: ActorCritic,
     dist: ActionDistribution,
@@ -98,8 +107,7 @@ def ppo_loss(
     log_ratio = dist.log_prob(traj.actions) - traj.log_probs
     ratio = log_ratio.exp()
     if cfg.normalize_advantage:
-        mean = masked_mean(advantages, mask)
-        std = masked_mean((advantages - mean).square(), mask).sqrt()
+        mean, std = masked_mean_std(advantages.detach(), mask)
         advantages = (advantages - mean) / (std + 1e-8)
     low, high = 1.0 / (1.0 + cfg.ppo_clip_ratio), 1.0 + cfg.ppo_clip_ratio
     policy_loss = -masked_mean(torch.min(ratio * advantages, ratio.clamp(low, high) * advantages), mask)

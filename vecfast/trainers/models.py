@@ -1,9 +1,9 @@
 """Actor-critic model: Dict observations -> encoders -> optional GRU core -> actor and critic heads.
 
-Images (uint8, 3-D) go through Sample Factory's ``convnet_simple`` encoder, everything
-else is flattened through an MLP; the features are concatenated. The same module acts
-(one step, :meth:`ActorCritic.step`) and learns (whole trajectories with backpropagation
-through time, :meth:`ActorCritic.evaluate`).
+Images (uint8 or float32, 3-D) go through a conv encoder (Sample Factory's ``convnet_simple``
+by default), everything else is flattened through an MLP; the features are concatenated. The
+same module acts (one step, :meth:`ActorCritic.step`) and learns (whole trajectories with
+backpropagation through time, :meth:`ActorCritic.evaluate`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.distributions import ActionDistribution, ActionHead
 from vecfast.trainers.normalize import RunningMeanStd
 from vecfast.trainers.runtime import native_bf16
+from vecfast.trainers.se_resnet import se_resnet9
 
 # (out_channels, kernel, stride) of Sample Factory's conv encoders
 CONV_ARCHITECTURES = {
@@ -44,7 +45,8 @@ def as_obs_dict(obs: Any) -> dict[str, Any]:
 
 
 def is_image(space: spaces.Space) -> bool:
-    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+    """A 3-D Box of uint8 pixels or float32 values (depth images, in metres): the conv encoder's input."""
+    return isinstance(space, spaces.Box) and space.dtype in (np.uint8, np.float32) and len(space.shape) == 3
 
 
 def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
@@ -57,33 +59,52 @@ def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-class ConvEncoder(nn.Module):
-    """uint8 image (channels first, or last when the last dimension has 1, 3 or 4 channels) -> features.
+def _conv_body(channels: int, cfg: TrainConfig) -> tuple[nn.Module, nn.Conv2d, list[nn.Module]]:
+    """``encoder_conv_architecture`` as (a rearrangement of the input, the first convolution, the
+    layers after it up to the feature map): the first convolution has no padding."""
+    if cfg.encoder_conv_architecture == "se_resnet9":
+        return se_resnet9(channels, tuple(cfg.encoder_base_channels * 2**i for i in range(4)))
+    activation = _ACTIVATIONS[cfg.nonlinearity]
+    layers: list[nn.Module] = []
+    c = channels
+    for out_channels, kernel, stride in CONV_ARCHITECTURES[cfg.encoder_conv_architecture]:
+        conv = nn.Conv2d(c, out_channels, kernel, stride)
+        nn.init.orthogonal_(conv.weight, np.sqrt(2))
+        nn.init.zeros_(conv.bias)
+        layers += [conv, activation()]
+        c = out_channels
+    return nn.Identity(), layers[0], layers[1:]
 
-    Pixels are scaled to [0, 1] and (with ``normalize_input``) standardised per channel
-    with running statistics, as Sample Factory normalises every observation entry. Both
-    are affine per channel, so they are folded into the first convolution's weights and
-    bias rather than applied to every pixel.
+
+class ConvEncoder(nn.Module):
+    """Image (channels first, or last when the last dimension has 1, 3 or 4 channels) -> features.
+
+    ``encoder_conv_architecture``'s convolutions (:func:`_conv_body`; "se_resnet9":
+    :mod:`vecfast.trainers.se_resnet`), flattened through the ``encoder_conv_mlp_layers`` MLP.
+    uint8 pixels are scaled to [0, 1], float images (depth in metres) by 1, and (with
+    ``normalize_input``) standardised per channel with running statistics, as Sample Factory
+    normalises every observation entry. Both are affine per channel, so they are folded into the
+    first convolution's weights and bias rather than applied to every pixel.
     """
 
-    def __init__(self, shape: tuple[int, ...], cfg: TrainConfig) -> None:
+    def __init__(self, shape: tuple[int, ...], cfg: TrainConfig, dtype: Any = np.uint8) -> None:
         super().__init__()
         self.channels_last = shape[-1] in (1, 3, 4) and shape[0] not in (1, 3, 4)
         channels, h, w = (shape[2], shape[0], shape[1]) if self.channels_last else shape
+        self.input_scale = 1.0 / 255.0 if np.dtype(dtype) == np.uint8 else 1.0
         activation = _ACTIVATIONS[cfg.nonlinearity]
-        layers: list[nn.Module] = []
-        c = channels
-        for out_channels, kernel, stride in CONV_ARCHITECTURES[cfg.encoder_conv_architecture]:
-            conv = nn.Conv2d(c, out_channels, kernel, stride)
-            nn.init.orthogonal_(conv.weight, np.sqrt(2))
-            nn.init.zeros_(conv.bias)
-            layers += [conv, activation()]
-            c = out_channels
+        self.pre, first, rest = _conv_body(channels, cfg)  # pre: se_resnet9's space-to-depth
         # channels-last is oneDNN's fast layout for these convolutions (~1.3x on CPU)
-        self.first = layers[0].to(memory_format=torch.channels_last)
-        self.rest = nn.Sequential(*layers[1:], nn.Flatten()).to(memory_format=torch.channels_last)
-        with torch.no_grad():
-            flat = self.rest(self.first(torch.zeros(1, channels, h, w))).shape[1]
+        self.first = first.to(memory_format=torch.channels_last)
+        self.rest = nn.Sequential(*rest, nn.Flatten()).to(memory_format=torch.channels_last)
+        try:
+            with torch.no_grad():
+                flat = self.rest(self.first(self.pre(torch.zeros(1, channels, h, w)))).shape[1]
+        except RuntimeError as exc:  # torch's message speaks of kernels and padded sizes
+            raise ValueError(
+                f"an image observation of {h}x{w} pixels is too small for encoder_conv_architecture="
+                f"{cfg.encoder_conv_architecture!r} ({exc})"
+            ) from exc
         self.mlp = _mlp([flat, *cfg.encoder_conv_mlp_layers], activation)
         self.out_features = cfg.encoder_conv_mlp_layers[-1] if cfg.encoder_conv_mlp_layers else flat
         self.norm = RunningMeanStd((channels, 1, 1)) if cfg.normalize_input else None
@@ -96,20 +117,32 @@ class ConvEncoder(nn.Module):
 
     @torch.no_grad()
     def update_norm(self, images: torch.Tensor) -> None:
-        """Fold the per-channel statistics of a batch of images (scaled to [0, 1]) in."""
-        x = self.nchw(images) * (1.0 / 255.0)
+        """Fold the per-channel statistics of a batch of images (scaled: uint8 pixels to [0, 1]) in."""
+        x = self.nchw(images) * self.input_scale
         self.norm.update(x.permute(0, 2, 3, 1).reshape(-1, x.shape[1], 1, 1))
 
+    def folded_first(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The first convolution's weight and bias with the input's scale and normalisation folded in.
+
+        input = x * scale + shift per channel, so conv(W, input) = conv(W * scale, x) + sum(W * shift)
+        (exact: the convolution has no padding); after space-to-depth, image channel c feeds the
+        convolution's input channels c * k ... (c + 1) * k - 1 (k = in_channels / image channels).
+        """
+        weight, bias = self.first.weight, self.first.bias
+        if self.norm is None:
+            return weight * self.input_scale, bias
+        std = (self.norm.var + self.norm.epsilon).sqrt().float().flatten()
+        k = weight.shape[1] // std.numel()
+        scale = (self.input_scale / std).repeat_interleave(k).view(1, -1, 1, 1)
+        shift = (-self.norm.mean.float().flatten() / std).repeat_interleave(k).view(1, -1, 1, 1)
+        folded_bias = (weight * shift).sum((1, 2, 3))
+        return weight * scale, folded_bias if bias is None else bias + folded_bias
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # input = x * scale + shift per channel, so conv(W, input) = conv(W * scale, x) + sum(W * shift)
-        weight, bias = self.first.weight * (1.0 / 255.0), self.first.bias
-        if self.norm is not None:
-            std = (self.norm.var + self.norm.epsilon).sqrt().float()
-            weight = weight / std
-            bias = bias - (self.first.weight * (self.norm.mean.float() / std)).sum((1, 2, 3))
+        weight, bias = self.folded_first()
         bf16 = native_bf16(x.device.type) if self.bf16 == "auto" else self.bf16
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
-            x = nn.functional.conv2d(self.nchw(x), weight, bias, self.first.stride)
+            x = nn.functional.conv2d(self.pre(self.nchw(x)), weight, bias, self.first.stride)
             return self.mlp(self.rest(x)).float()  # rest starts with the first convolution's activation
 
 
@@ -147,7 +180,10 @@ class ActorCritic(nn.Module):
         self.action_space = action_space
         self.obs_spaces = observation_spaces(observation_space)
         self.encoders = nn.ModuleDict(
-            {k: ConvEncoder(s.shape, cfg) if is_image(s) else VectorEncoder(s, cfg) for k, s in self.obs_spaces.items()}
+            {
+                k: ConvEncoder(s.shape, cfg, s.dtype) if is_image(s) else VectorEncoder(s, cfg)
+                for k, s in self.obs_spaces.items()
+            }
         )
         features = sum(e.out_features for e in self.encoders.values())
         self.core = nn.GRUCell(features, cfg.rnn_size) if cfg.use_rnn else None
@@ -177,11 +213,18 @@ class ActorCritic(nn.Module):
     def evaluate(
         self, obs: Mapping[str, torch.Tensor], first: torch.Tensor, state: torch.Tensor, steps: int
     ) -> tuple[ActionDistribution, torch.Tensor]:
-        """Whole trajectories ``[B, L, ...]`` from initial states ``[B, H]``.
+        """Whole trajectories ``[B, L, ...]`` from initial states ``[B, H]``: the module's forward pass.
 
         Returns the action distributions of the first ``steps`` steps (the last
-        observation only bootstraps) and the normalised values of all ``L``.
+        observation only bootstraps) and the normalised values of all ``L``. Learning goes
+        through here (and ``__call__``), so that a DistributedDataParallel wrapper sees it.
         """
+        return self(obs, first, state, steps)
+
+    def forward(
+        self, obs: Mapping[str, torch.Tensor], first: torch.Tensor, state: torch.Tensor, steps: int
+    ) -> tuple[ActionDistribution, torch.Tensor]:
+        """See :meth:`evaluate`."""
         batch, length = first.shape
         x = self.encode({k: v.flatten(0, 1) for k, v in obs.items()}).view(batch, length, -1)
         if self.core is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from vecfast.trainers import collective
+
 
 class RunningMeanStd(nn.Module):
     """Mean and variance of everything passed to :meth:`update`, per feature (float64).
@@ -24,13 +26,15 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Fold a batch in; leading dimensions are samples."""
+        """Fold a batch in; leading dimensions are samples. In a distributed run, every rank's batch
+        (the statistics stay the same on all ranks; each must call this)."""
         x = x.reshape(-1, *self.mean.shape).to(torch.float64)
-        if x.shape[0] == 0:
+        count_and_sum = collective.all_sum(torch.cat([x.new_tensor([x.shape[0]]), x.sum(0).flatten()]))
+        n = count_and_sum[0]
+        if n == 0:
             return
-        batch_mean = x.mean(0)
-        batch_var = x.var(0, unbiased=False)
-        n = x.shape[0]
+        batch_mean = count_and_sum[1:].view_as(self.mean) / n
+        batch_var = collective.all_sum((x - batch_mean).square().sum(0)) / n
         total = self.count + n
         delta = batch_mean - self.mean
         self.mean += delta * n / total

@@ -1,120 +1,122 @@
-"""Synchronous PPO with GAE: the correctness baseline, assembled from the shared components.
+"""PPO, the algorithm: epochs of minibatches of whole trajectories, clipped objective, its optimiser.
 
-One loop, as in CleanRL: step every env ``rollout`` times with the current policy, compute
-GAE with the values the policy predicted, then ``num_epochs`` passes over the rollout in
-minibatches of ``batch_size`` samples (whole trajectories, so a GRU core learns through time).
+The scheme that runs it (synchronous, asynchronous, distributed: :mod:`vecfast.trainers.schemes`)
+collects the batches and says whether the policy that acted is the one learning. On-policy data
+gets GAE from the values the policy predicted while acting, once per batch, as in CleanRL; data
+acted on by older policies gets V-trace targets from the current values at every minibatch (or
+GAE on the current values with ``with_vtrace=False``), as in Sample Factory's APPO.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode, VectorEnv
+from torch import nn
 
+from vecfast.trainers import collective
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.episodes import EpisodeTracker
-from vecfast.trainers.learner import Learner
-from vecfast.trainers.losses import gae
-from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
-from vecfast.trainers.registry import register_algo
-from vecfast.trainers.runtime import setup_torch
+from vecfast.trainers.losses import LossOutput, gae, ppo_loss, vtrace
+from vecfast.trainers.lr_schedule import learning_rate
+from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.optimizers import make_optimizer
 from vecfast.trainers.storage import Trajectories
 
 
-def check_next_step_autoreset(env: VectorEnv) -> None:
-    mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-    if AutoresetMode(mode) != AutoresetMode.NEXT_STEP:
-        raise ValueError(f"the trainers need autoreset_mode NEXT_STEP (gymnasium's default), got {mode}")
+class PPO:
+    """Owns the optimiser and the policy version (the number of gradient steps taken).
 
+    ``model`` is the module to learn with: the :class:`ActorCritic` itself, or the distributed
+    scheme's wrapper around it, through which gradients are averaged over the ranks.
+    """
 
-class PPOTrainer:
-    """Synchronous PPO over any gymnasium VectorEnv."""
+    def __init__(self, model: ActorCritic, cfg: TrainConfig) -> None:
+        self.model = model
+        self.cfg = cfg
+        self.optimizer = make_optimizer(model, cfg)
+        self.version = 0
+        self.minibatch = cfg.batch_size // cfg.rollout  # trajectories per gradient step
 
-    def __init__(self, env: VectorEnv, cfg: TrainConfig, total_env_steps: int) -> None:
-        check_next_step_autoreset(env)
-        samples = env.num_envs * cfg.rollout
-        if samples % cfg.batch_size:
-            raise ValueError(
-                f"a PPO rollout has num_envs * rollout = {samples} samples; batch_size={cfg.batch_size} must divide it"
-            )
-        self.env, self.cfg, self.total_env_steps = env, cfg, total_env_steps
-        self.device = setup_torch(cfg)
-        self.model = ActorCritic(env.single_observation_space, env.single_action_space, cfg).to(self.device)
-        self.learner = Learner(self.model, cfg)
-        self.storage = Trajectories.allocate(self.model, env.num_envs, cfg.rollout, self.device)
-        self.episodes = EpisodeTracker(env.num_envs, cfg.stats_avg)
-        self.env_steps = 0
+    def set_progress(self, fraction: float) -> None:
+        """Training progress in [0, 1], for the learning-rate schedule."""
+        lr = learning_rate(self.cfg, fraction, self.version, collective.world_size())
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
 
-    def iterations(self) -> Iterator[dict[str, float]]:
-        cfg, env, model, s = self.cfg, self.env, self.model, self.storage
-        n = env.num_envs
-        obs, _ = env.reset(seed=cfg.seed)
-        state = model.initial_state(n, self.device)
-        first = torch.ones(n, dtype=torch.bool, device=self.device)
-        prev_done = np.zeros(n, dtype=bool)
-        start = time.perf_counter()
-        while True:
-            s.initial_state.copy_(state)
-            sample_start = time.perf_counter()
-            for t in range(cfg.rollout):
-                obs_t = obs_to_tensors(as_obs_dict(obs), self.device)
-                with torch.no_grad():
-                    dist, value, state = model.step(obs_t, state, first)
-                    action = dist.sample()
-                for key, value_t in obs_t.items():
-                    s.obs[key][:, t] = value_t
-                s.first[:, t] = first
-                s.values[:, t] = value
-                s.actions[:, t] = action
-                s.log_probs[:, t] = dist.log_prob(action)
-                valid = ~prev_done
-                s.valid[:, t] = torch.from_numpy(valid)
-                obs, reward, terminated, truncated, _ = env.step(model.actor.to_env(action))
-                done = terminated | truncated
-                s.rewards[:, t] = torch.as_tensor(reward, dtype=torch.float32)
-                s.terminated[:, t] = torch.from_numpy(terminated)
-                s.done[:, t] = torch.from_numpy(done)
-                self.episodes.record(slice(None), reward, done, valid)
-                first = torch.from_numpy(~valid).to(self.device)  # the step after a reset step starts an episode
-                prev_done = done
-            obs_t = obs_to_tensors(as_obs_dict(obs), self.device)
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def learn(
+        self,
+        batch: Trajectories,
+        progress: float,
+        *,
+        on_policy: bool,
+        after_step: Callable[[], None] = lambda: None,
+    ) -> dict[str, float]:
+        """``num_epochs`` passes over ``batch`` in shuffled minibatches of :attr:`minibatch` trajectories.
+
+        ``progress`` (in [0, 1]) sets the learning rate, the valid observations update the
+        model's normalisers first, and ``after_step`` runs after every gradient step (APPO
+        publishes the weights there). Returns the last step's loss terms by name.
+        """
+        self.set_progress(progress)
+        self.model.update_normalizers({k: v[:, :-1][batch.valid] for k, v in batch.obs.items()})
+        advantages = targets = None
+        if on_policy:
+            advantages, targets = gae(batch, batch.values, self.cfg.gamma, self.cfg.gae_lambda)
+        device = batch.first.device
+        for _ in range(self.cfg.num_epochs):
+            order = torch.randperm(len(batch), device=device)
+            for i in range(0, len(batch), self.minibatch):
+                idx = order[i : i + self.minibatch]
+                if advantages is None or targets is None:
+                    out, grad_norm = self.step(batch.select(idx))
+                else:
+                    out, grad_norm = self.step(batch.select(idx), advantages[idx], targets[idx])
+                after_step()
+        return {
+            "policy_loss": out.policy_loss,
+            "value_loss": out.value_loss,
+            "entropy": out.entropy,
+            "kl": out.kl,
+            "clip_fraction": out.clip_fraction,
+            "grad_norm": grad_norm,
+            "learning_rate": self.learning_rate,
+        }
+
+    def step(
+        self, batch: Trajectories, advantages: torch.Tensor | None = None, targets: torch.Tensor | None = None
+    ) -> tuple[LossOutput, float]:
+        """One gradient step; returns the loss terms and the gradient norm before clipping.
+
+        Without ``advantages`` and ``targets`` they come from the current values (V-trace or GAE).
+        """
+        model, cfg = self.model, self.cfg
+        dist, norm_values = model.evaluate(batch.obs, batch.first, batch.initial_state, batch.rollout)
+        if advantages is None or targets is None:
             with torch.no_grad():
-                _, s.values[:, -1], _ = model.step(obs_t, state, first)  # bootstrap (state is not advanced)
-            for key, value_t in obs_t.items():
-                s.obs[key][:, -1] = value_t
-            s.first[:, -1] = first
-            self.env_steps += n * cfg.rollout
-            sample_time = time.perf_counter() - sample_start
-
-            learn_start = time.perf_counter()
-            advantages, returns = gae(s, s.values, cfg.gamma, cfg.gae_lambda)  # with the behaviour values
-            learned = self.learner.learn(s, self.env_steps / self.total_env_steps, advantages, returns)
-            elapsed = time.perf_counter() - start
-            steps_per_rollout = cfg.num_epochs * n // self.learner.minibatch
-            yield {
-                "env_steps": self.env_steps,
-                "fps": self.env_steps / elapsed,
-                **learned,
-                "policy_lag_min": 0.0,
-                "policy_lag_avg": float(steps_per_rollout - 1) / 2,
-                "policy_lag_max": float(steps_per_rollout - 1),
-                "time_sampling": sample_time,
-                "time_learning": time.perf_counter() - learn_start,
-                **self.episodes.summary(),
-            }
+                values = model.denormalize_value(norm_values)
+                if cfg.with_vtrace:
+                    log_rhos = dist.log_prob(batch.actions) - batch.log_probs
+                    advantages, targets = vtrace(batch, values, log_rhos, cfg.gamma)
+                else:  # GAE on the current values, no off-policy correction
+                    advantages, targets = gae(batch, values, cfg.gamma, cfg.gae_lambda)
+        if model.returns_norm is not None:
+            model.returns_norm.update(targets[batch.valid])
+        out = ppo_loss(model, dist, norm_values[:, :-1], batch, advantages, targets, cfg)
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()
+        self.optimizer.step()
+        self.version += 1
+        return out, grad_norm
 
     def state_dict(self) -> dict[str, Any]:
-        return self.learner.trainer_state(self.env_steps)
+        return {"optimizer": self.optimizer.state_dict(), "version": self.version}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.env_steps = self.learner.load_trainer_state(state)
-
-    def close(self) -> None:
-        """Nothing to stop: everything runs in the caller's thread."""
-
-
-register_algo("ppo", PPOTrainer, defaults={"num_epochs": 4, "batch_size": 256, "learning_rate": 3e-4})
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = state["version"]

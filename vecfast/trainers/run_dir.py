@@ -79,10 +79,12 @@ def _check_empty(path: Path) -> None:
         )
 
 
-def default_run_dir(env_name: str, algo: str) -> Path:
-    """``runs/<env>_<algo>_<time>_<random>``: the suffix keeps runs started in the same second apart."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", env_name).strip("_")
-    return Path("runs") / f"{safe}_{algo}_{time.strftime('%Y%m%d-%H%M%S')}_{secrets.token_hex(3)}"
+def default_run_dir(env_name: str, algo: str, suffix: str | None = None) -> Path:
+    """``runs/<env>_<algo>_<suffix>``, by default ``<time>_<random>``: the random part keeps runs started in
+    the same second apart (a distributed launch passes its run id, the same in every rank)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{env_name}_{algo}").strip("_")
+    suffix = suffix or f"{time.strftime('%Y%m%d-%H%M%S')}_{secrets.token_hex(3)}"
+    return Path("runs") / f"{safe}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', suffix)}"
 
 
 def _json_default(value: Any) -> Any:
@@ -195,12 +197,15 @@ def last_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
 
 
 def load_checkpoint(run_dir: str | os.PathLike, which: str = "last") -> dict[str, Any]:
-    """The newest readable checkpoint of a run (``which="last"``) or its best one (``"best"``).
+    """The newest readable checkpoint of a run (``which="last"``) or its best one (``"best"``); given a
+    checkpoint file instead of a run directory, that one.
 
     An unreadable checkpoint (a truncated file, a bad disk) is renamed ``*.corrupt``, with a
     warning, and the previous one is tried. One that holds more than tensors and plain data
     raises :class:`UnsafeCheckpointError` without running anything in it.
     """
+    if Path(run_dir).is_file():
+        return _load(Path(run_dir))
     checkpoints = Path(run_dir) / "checkpoints"
     if which == "best":
         candidates = [checkpoints / "best.pt"]

@@ -78,6 +78,23 @@ class Trajectories:
         """A copy of trajectories ``index`` (advanced indexing copies)."""
         return self.apply(lambda x: x[index])
 
+    def prefix(self, steps: int) -> Trajectories:
+        """The first ``steps`` steps of every trajectory (views), bootstrapping from observation ``steps``."""
+        plus = steps + 1
+        return Trajectories(
+            obs={k: v[:, :plus] for k, v in self.obs.items()},
+            first=self.first[:, :plus],
+            values=self.values[:, :plus],
+            actions=self.actions[:, :steps],
+            log_probs=self.log_probs[:, :steps],
+            rewards=self.rewards[:, :steps],
+            terminated=self.terminated[:, :steps],
+            done=self.done[:, :steps],
+            valid=self.valid[:, :steps],
+            policy_version=self.policy_version[:, :steps],
+            initial_state=self.initial_state,
+        )
+
     def __len__(self) -> int:
         return self.first.shape[0]
 

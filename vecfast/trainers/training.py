@@ -1,14 +1,18 @@
 """``vecfast.train()``: build the env and the trainer, run until the budget, keep a run directory.
 
 The config comes in layers (:mod:`vecfast.trainers.defaults`): TrainConfig's defaults, the env
-family's, the algorithm's registered ones, then the caller's overrides.
+family's, the scheme's and the algorithm's registered ones, then the caller's overrides. A
+distributed scheme runs this in every rank: rank 0 chooses the run directory and writes it, all
+ranks stop together (:func:`collective.all_max` of their stop requests).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.metadata
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -19,13 +23,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from gymnasium.envs.registration import _find_spec  # make_vec's own id lookup
 from gymnasium.vector import VectorEnv
 
+from vecfast.trainers import collective
 from vecfast.trainers.config import AUTO, TrainConfig
-from vecfast.trainers.defaults import config_for
+from vecfast.trainers.defaults import config_for, env_recipe
+from vecfast.trainers.launch import (
+    RankInfo,
+    init_process_group,
+    launch_local,
+    leave_process_group,
+    rank_from_environment,
+)
+from vecfast.trainers.metrics import IterationMetrics
 from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.progress import ProgressPrinter
-from vecfast.trainers.registry import get_algo
+from vecfast.trainers.protocols import Trainer
+from vecfast.trainers.registry import Recipe, resolve
 from vecfast.trainers.run_dir import (
     RunDir,
     check_run_dir,
@@ -35,10 +51,12 @@ from vecfast.trainers.run_dir import (
     space_from_data,
     space_to_data,
 )
+from vecfast.trainers.runtime import resolve_device
 from vecfast.trainers.step_timeout import RunStepTimeout
 from vecfast.trainers.tune import Tuning, tune
 from vecfast.trainers.viewer import LiveDashboard
 from vecfast.vector.make import make_vec
+from vecfast.vector.process_cleanup import watch_owner
 
 
 @dataclass
@@ -63,6 +81,8 @@ def _auto_tune(env: str | Callable[[], VectorEnv] | VectorEnv, algo: str, overri
 
 
 def _build_env(env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig, double_buffered: bool) -> VectorEnv:
+    """The env a run trains on: an id gets its batched ``vector_entry_point`` where it has one (unless the
+    scheme samples double-buffered, with send/recv), else an AsyncSharedMemVectorEnv."""
     if isinstance(env, VectorEnv):
         return env
     if callable(env):
@@ -70,6 +90,8 @@ def _build_env(env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig,
         if not isinstance(built, VectorEnv):
             raise TypeError(f"the env factory returned {type(built).__name__}, not a gymnasium VectorEnv")
         return built
+    if not double_buffered and _find_spec(env).vector_entry_point is not None:
+        return make_vec(env, num_envs=cfg.num_envs)  # the env's batched simulator beats any process pool
     vector_kwargs: dict[str, Any] = {
         "num_workers": cfg.num_workers,
         "start_timeout": cfg.env_start_timeout,
@@ -105,13 +127,14 @@ def _frameskip(env: VectorEnv, cfg: TrainConfig) -> int:
 
 
 class _StopRequest:
-    """SIGTERM and Ctrl-C ask the loop to stop after the current iteration, then save and clean up.
+    """SIGTERM, SIGUSR1 and Ctrl-C ask the loop to stop after the current iteration, then save and clean up.
 
     Handling SIGINT as a request (rather than a KeyboardInterrupt at a random point) keeps
     a checkpoint from being interrupted mid-write; a second Ctrl-C interrupts at once.
+    SIGUSR1 is what cluster schedulers (SLURM's ``--signal``) send before they preempt a job.
     """
 
-    _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
     def __init__(self) -> None:
         self.requested = False
@@ -139,13 +162,19 @@ def train(
     run_dir: str | os.PathLike | None = None,
     live: bool = False,
     resume: bool = False,
+    *,
+    scheme: str | None = None,
+    num_processes: int | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Train ``algo`` on ``env`` for ``total_env_steps`` env steps (transitions), one line.
 
-    ``env``: a registered gymnasium id (vecfast builds an AsyncSharedMemVectorEnv of
-    ``num_workers * num_envs_per_worker`` envs, double-buffered for APPO), a function that
-    returns a VectorEnv, or a VectorEnv (which is left open). ``overrides``: any
+    ``env``: a registered gymnasium id (vecfast builds the env's batched ``vector_entry_point``
+    where it has one, else an AsyncSharedMemVectorEnv of ``num_workers * num_envs_per_worker``
+    envs, double-buffered for the asynchronous scheme), a function that returns a VectorEnv,
+    or a VectorEnv (which is left open). ``algo``: a registered algorithm (``"ppo"``) run under
+    ``scheme`` (``"sync"``, the default, ``"async"`` or ``"distributed"``), or a pair's name:
+    ``"appo"`` (PPO, async) or ``"ddppo"`` (PPO, distributed). ``overrides``: any
     :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``.
     ``num_workers="auto"`` measures env step and inference time first and chooses
     ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tune`); the choice
@@ -155,59 +184,127 @@ def train(
     ``live``: show the live dashboard (:mod:`vecfast.trainers.viewer`) in the terminal.
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
-    Ctrl-C or SIGTERM stops training after the current iteration: a final checkpoint is
-    saved and the result returned (``stats["interrupted"]``); a second Ctrl-C stops at once.
+    Ctrl-C, SIGTERM or SIGUSR1 stops training after the current iteration: a final checkpoint
+    is saved and the result returned (``stats["interrupted"]``); a second Ctrl-C stops at once.
+
+    A distributed scheme runs in ``num_processes`` ranks that this call starts on this machine
+    through torch.distributed's elastic launcher (each with its own vector env of the configured
+    size, seeds offset by rank; ``env`` must then be an id or a picklable function), or, under
+    ``torchrun`` or SLURM, in the ranks they started (each calls ``train``). Rank 0 writes the run
+    directory; a launcher's restart (``torchrun --max-restarts``) resumes from its newest checkpoint.
 
     ``stats["env_frames"]`` counts frames as Sample Factory does (env steps times the
     env's frame skip); ``fps`` is env frames per second.
     """
+    recipe = resolve(algo, scheme)
+    if not recipe.scheme_spec.distributed:
+        if num_processes not in (None, 1):
+            raise ValueError(f"num_processes is for distributed schemes (algo='ddppo'); {recipe.label} runs in one")
+        return _train(env, recipe, total_env_steps, run_dir, live, resume, overrides, rank=None)
+    rank = rank_from_environment()
+    if rank is None:
+        if isinstance(env, VectorEnv):
+            raise TypeError("a distributed run builds one vector env per rank: pass an env id or a function")
+        if num_processes is not None and num_processes < 1:
+            raise ValueError(f"num_processes must be >= 1, got {num_processes}")
+        call = (env, algo, total_env_steps, run_dir, live, resume, scheme, overrides)
+        return launch_local(num_processes or 1, _train_in_rank, call, run_id=_local_run_id())
+    env_id = env if isinstance(env, str) else None
+    sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
+    watch_owner(os.getppid(), when_gone=_exit_orphaned)  # a rank dies with its launcher
+    init_process_group(rank, _rank_device(sampling, rank))
+    try:
+        return _train(env, recipe, total_env_steps, run_dir, live and rank.is_main, resume, overrides, rank=rank)
+    finally:
+        leave_process_group()
+
+
+def _exit_orphaned() -> None:
+    """The launcher is gone (SIGKILLed, say): leave at once; the env workers see this rank go and follow."""
+    os._exit(1)
+
+
+def _local_run_id() -> str:
+    """Names the default run directory alike in every rank (``TORCHELASTIC_RUN_ID``), as its time and a random part."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}_{secrets.token_hex(3)}"
+
+
+def _train_in_rank(call: tuple[Any, ...]) -> TrainResult:
+    """A rank that :func:`launch_local` started: the same call, now inside the run."""
+    env, algo, total_env_steps, run_dir, live, resume, scheme, overrides = call
+    return train(env, algo, total_env_steps, run_dir, live, resume, scheme=scheme, **overrides)
+
+
+def _rank_device(cfg: TrainConfig, rank: RankInfo) -> torch.device:
+    """CUDA: the rank's own GPU (its local rank); else the configured device."""
+    device = resolve_device(cfg)
+    return torch.device("cuda", rank.local_rank) if device.type == "cuda" and device.index is None else device
+
+
+def _train(
+    env: str | Callable[[], VectorEnv] | VectorEnv,
+    recipe: Recipe,
+    total_env_steps: int,
+    run_dir: str | os.PathLike | None,
+    live: bool,
+    resume: bool,
+    overrides: dict[str, Any],
+    rank: RankInfo | None,
+) -> TrainResult:
+    main = rank is None or rank.is_main
+    restarted = rank is not None and rank.restarts > 0  # by the launcher: continue where the run was
+    run_dir = run_dir if run_dir is not None or rank is None else _distributed_run_dir(env, recipe)
     state = None
     if run_dir is not None:
-        check_run_dir(run_dir, resume)  # before the envs start, which can take minutes
-    if resume:
+        collective.from_main(lambda: check_run_dir(run_dir, resume or restarted))  # before the envs start
+    if resume or restarted:
         if run_dir is None:
             raise ValueError("resume=True needs the run_dir to resume")
-        state = load_checkpoint(run_dir, "last")
-        if state["algo"] != algo:
-            raise ValueError(f"{run_dir} was trained with algo={state['algo']!r}, not {algo!r}")
-        overrides = {**state["config"], **overrides}
-    spec = get_algo(algo)
+        state = collective.from_main(lambda: _newest_state(run_dir, required=not restarted))
+        if state is not None:
+            _check_same_recipe(state, recipe, run_dir)
+            overrides = {**state["config"], **overrides}
     tuning = None
     if overrides.get("num_workers") == AUTO:
-        tuning = _auto_tune(env, algo, overrides)
+        tuning = _auto_tune(env, recipe.label, overrides)
         choice = tuning.choice
         overrides = {**overrides, "num_workers": choice.num_workers, "num_envs_per_worker": choice.num_envs_per_worker}
-    sampling = TrainConfig.from_overrides(**{**spec.defaults, **overrides})
-    vec_env = _build_env(env, sampling, spec.double_buffered)
+    env_id = env if isinstance(env, str) else None
+    sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
+    vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered)
     owns_env = vec_env is not env
     trainer = None
     run = None
     try:
-        cfg = config_for(vec_env.single_observation_space, spec, overrides)
+        cfg = config_for(vec_env.single_observation_space, recipe, overrides, env_id)
         frameskip = _frameskip(vec_env, cfg)
         env_name = _env_name(env, vec_env)
         resumed_at = int(state["metrics"]["env_steps"]) if state is not None else None
-        path = run_dir if run_dir is not None else default_run_dir(env_name, algo)
-        run = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at, resume=resume)
-        run.write_config(
-            {
-                "algo": algo,
-                "env": env_name,
-                "total_env_steps": total_env_steps,
-                "env_frameskip": frameskip,
-                "num_envs": vec_env.num_envs,
-                "vecfast_version": _version(),
-                "config": cfg.to_dict(),
-                **({"auto_tune": tuning.to_dict()} if tuning is not None else {}),
-            }
-        )
-        trainer = spec.factory(vec_env, cfg, total_env_steps)
+        path = collective.from_main(lambda: Path(run_dir or default_run_dir(env_name, recipe.label)))
+        if main:
+            run = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at, resume=resume or restarted)
+            run.write_config(
+                {
+                    "algo": recipe.algo,
+                    "scheme": recipe.scheme,
+                    "env": env_name,
+                    "total_env_steps": total_env_steps,
+                    "env_frameskip": frameskip,
+                    "num_envs": vec_env.num_envs,
+                    "world_size": collective.world_size(),
+                    "vecfast_version": _version(),
+                    "config": cfg.to_dict(),
+                    **({"auto_tune": tuning.to_dict()} if tuning is not None else {}),
+                }
+            )
+        trainer = recipe.scheme_spec.factory(vec_env, recipe.algorithm.factory, _for_rank(cfg, rank), total_env_steps)
         if state is not None:
             trainer.load_state_dict(state)
         best = state.get("best_return", -np.inf) if state is not None else -np.inf
         step_timeout = RunStepTimeout(vec_env if owns_env else None, cfg.step_timeout)
-        stats = _run(trainer, run, cfg, total_env_steps, frameskip, algo, env_name, vec_env, live, best, step_timeout)
-        return TrainResult(run.path, trainer.model.eval(), stats)
+        loop = _TrainingLoop(trainer, run, cfg, recipe, env_name, vec_env, frameskip, best, step_timeout)
+        stats = loop.run(total_env_steps, live, steps_at_start=resumed_at or 0)
+        return TrainResult(path, trainer.model.eval(), stats)
     finally:
         if trainer is not None:
             trainer.close()
@@ -217,120 +314,180 @@ def train(
             vec_env.close()
 
 
-def _run(
-    trainer: Any,
-    run: RunDir,
-    cfg: TrainConfig,
-    total_env_steps: int,
-    frameskip: int,
-    algo: str,
-    env_name: str,
-    env: VectorEnv,
-    live: bool,
-    best_return: float,
-    step_timeout: RunStepTimeout,
-) -> dict[str, Any]:
-    """Iterate the trainer until a limit or a stop request, logging and checkpointing; the summary stats.
+def _for_rank(cfg: TrainConfig, rank: RankInfo | None) -> TrainConfig:
+    """A rank's config: its envs' seeds follow the previous rank's (rank 0 keeps the run's seed)."""
+    if rank is None or cfg.seed is None:
+        return cfg
+    return dataclasses.replace(cfg, seed=cfg.seed + rank.rank * cfg.num_envs)
 
-    Every way out saves a final checkpoint once an iteration completed: the limit, Ctrl-C or
-    SIGTERM, and an error (a crashed or stalled env, a failing learner), which is raised after.
+
+def _distributed_run_dir(env: str | Callable[[], VectorEnv] | VectorEnv, recipe: Recipe) -> Path | None:
+    """The default run directory of a launched run, the same in every rank and after the launcher's restarts:
+    named by the launcher's run id (torchrun's ``--rdzv-id``; ``--standalone`` draws one)."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID")
+    if run_id is None or not isinstance(env, str):
+        return None  # rank 0 chooses one (a restart then starts a new run: pass run_dir to resume)
+    return default_run_dir(env, recipe.label, suffix=run_id)
+
+
+def _newest_state(run_dir: str | os.PathLike, required: bool) -> dict[str, Any] | None:
+    try:
+        return load_checkpoint(run_dir, "last")
+    except FileNotFoundError:
+        if required:
+            raise
+        return None  # restarted before the first checkpoint: start again
+
+
+def _check_same_recipe(state: dict[str, Any], recipe: Recipe, run_dir: str | os.PathLike) -> None:
+    saved = resolve(state["algo"], state.get("scheme"))  # runs saved before schemes were separate: "appo", "ppo"
+    if (saved.algo, saved.scheme) != (recipe.algo, recipe.scheme):
+        raise ValueError(f"{run_dir} was trained with algo={saved.label!r}, not {recipe.label!r}")
+
+
+class _TrainingLoop:
+    """Iterates a trainer until a limit or a stop request, logging and checkpointing (rank 0).
+
+    Every way out saves a final checkpoint once an iteration completed: the limit, Ctrl-C,
+    SIGTERM or SIGUSR1, and an error (a crashed or stalled env, a failing learner), which is
+    raised after.
     """
-    start = time.perf_counter()
-    last_save, last_best = start, -np.inf
-    lag_min, lag_max, lag_sum, iterations = np.inf, -np.inf, 0.0, 0
-    metrics: dict[str, Any] = {"env_steps": 0}
-    interrupted = False
-    progress = ProgressPrinter(None if live else cfg.print_every_sec, total_env_steps)
 
-    def checkpoint(is_best: bool = False) -> Path:
+    def __init__(
+        self,
+        trainer: Trainer,
+        run: RunDir | None,
+        cfg: TrainConfig,
+        recipe: Recipe,
+        env_name: str,
+        env: VectorEnv,
+        frameskip: int,
+        best_return: float,
+        step_timeout: RunStepTimeout,
+    ) -> None:
+        self.trainer, self.run_dir, self.cfg, self.recipe = trainer, run, cfg, recipe
+        self.env_name, self.env, self.frameskip = env_name, env, frameskip
+        self.best_return = best_return
+        self.step_timeout = step_timeout
+        self.metrics: dict[str, Any] = {"env_steps": 0}
+        self.iterations = 0
+        self.lags: list[tuple[float, float, float]] = []
+
+    def checkpoint(self, is_best: bool = False) -> Path | None:
+        if self.run_dir is None:
+            return None
+        env = self.env
         state = {  # tensors and plain data only: loading it runs no code (run_dir.load_checkpoint)
-            **trainer.state_dict(),
-            "algo": algo,
-            "env": env_name,
-            "config": cfg.to_dict(),
+            **self.trainer.state_dict(),
+            "algo": self.recipe.algo,
+            "scheme": self.recipe.scheme,
+            "env": self.env_name,
+            "config": self.cfg.to_dict(),
             "observation_space": space_to_data(env.single_observation_space),
             "action_space": space_to_data(env.single_action_space),
-            "metrics": plain_data(metrics),
-            "best_return": float(best_return),  # so a resumed run keeps best.pt unless it does better
+            "metrics": plain_data(self.metrics),
+            "best_return": float(self.best_return),  # so a resumed run keeps best.pt unless it does better
         }
-        return run.save(state, best=is_best)
+        return self.run_dir.save(state, best=is_best)
 
-    def improved() -> bool:
+    def improved(self) -> bool:
         """Whether the running mean return, over enough episodes to mean something, beats the best."""
-        enough = metrics.get("episodes", 0) >= min(cfg.stats_avg, 10)
-        return enough and metrics.get("mean_episode_return", -np.inf) > best_return
+        enough = self.metrics.get("episodes", 0) >= min(self.cfg.stats_avg, 10)
+        return enough and self.metrics.get("mean_episode_return", -np.inf) > self.best_return
 
-    def final_checkpoint() -> Path | None:
-        nonlocal best_return
-        if not iterations:
+    def final_checkpoint(self) -> Path | None:
+        if not self.iterations:
             return None  # nothing learned since the run (or the resumed checkpoint) started
-        is_best = cfg.save_best_every_sec is not None and improved()  # a run shorter than the period included
+        is_best = self.cfg.save_best_every_sec is not None and self.improved()  # a run shorter than the period
         if is_best:
-            best_return = metrics["mean_episode_return"]
-        return checkpoint(is_best=is_best)
+            self.best_return = self.metrics["mean_episode_return"]
+        return self.checkpoint(is_best=is_best)
 
-    title = f"{env_name} · {algo}"
-    dashboard = LiveDashboard(total_env_steps, cfg.batch_size, title, cfg.train_for_seconds) if live else None
-    progress.note(f"{algo} on {env_name}, {env.num_envs} envs, {total_env_steps:,} env steps; run dir {run.path}")
-    with _StopRequest() as stop, dashboard or contextlib.nullcontext():
-        try:
-            for metrics in trainer.iterations():
-                elapsed = time.perf_counter() - start
-                chosen = step_timeout.observe(elapsed, metrics["fps"])
-                if chosen is not None:
-                    progress.note(f"step_timeout={chosen:.0f} s (auto: from the env cycle measured so far)")
-                metrics = {
-                    **metrics,
-                    "env_frames": metrics["env_steps"] * frameskip,
-                    "fps": metrics["fps"] * frameskip,
-                    "time": elapsed,
-                }
-                iterations += 1
-                lag_min = min(lag_min, metrics["policy_lag_min"])
-                lag_max = max(lag_max, metrics["policy_lag_max"])
-                lag_sum += metrics["policy_lag_avg"]
-                run.log(metrics)
-                if dashboard is not None:
-                    dashboard.update(metrics)
-                progress.update(metrics)
-                now = time.perf_counter()
-                best = cfg.save_best_every_sec is not None and now - last_best >= cfg.save_best_every_sec and improved()
-                if best:
-                    best_return, last_best = metrics["mean_episode_return"], now
-                if best or now - last_save >= cfg.save_every_sec:
-                    checkpoint(is_best=best)
-                    last_save = now
-                out_of_time = cfg.train_for_seconds is not None and elapsed >= cfg.train_for_seconds
-                if metrics["env_steps"] >= total_env_steps or out_of_time or stop.requested:
-                    interrupted = stop.requested
-                    break
-        except KeyboardInterrupt:
-            interrupted = True
-        except Exception as error:
-            _save_after(error, final_checkpoint, progress)
-            raise
-    saved = final_checkpoint()
-    stopped = "interrupted" if interrupted else "done"
-    progress.note(
-        f"{stopped} at {int(metrics['env_steps']):,} env steps; " + (f"saved {saved}" if saved else "nothing to save")
-    )
-    elapsed = time.perf_counter() - start
-    return {
-        "env_steps": int(metrics["env_steps"]),
-        "env_frames": int(metrics["env_steps"]) * frameskip,
-        "fps": metrics.get("fps", 0.0),
-        "mean_episode_return": metrics.get("mean_episode_return", float("nan")),
-        "episodes": metrics.get("episodes", 0),
-        "policy_lag": {
-            "min": float(lag_min) if iterations else 0.0,
-            "avg": lag_sum / iterations if iterations else 0.0,
-            "max": float(lag_max) if iterations else 0.0,
-        },
-        "learner_steps": metrics.get("learner_steps", 0),
-        "time": elapsed,
-        "interrupted": interrupted,
-        "step_timeout": step_timeout.chosen,
-    }
+    def record(self, metrics: IterationMetrics, elapsed: float, steps_at_start: int) -> float | None:
+        """Flatten ``metrics``, add env frames, fps and time, and keep them as :attr:`metrics`; the step
+        timeout if "auto" chose it just now."""
+        env_steps_per_second = (metrics.env_steps - steps_at_start) / max(elapsed, 1e-9)
+        per_rank = env_steps_per_second / collective.world_size()
+        chosen = self.step_timeout.observe(elapsed, per_rank)
+        self.metrics = {
+            **metrics.to_dict(),
+            "env_frames": metrics.env_steps * self.frameskip,
+            "fps": env_steps_per_second * self.frameskip,
+            "time": elapsed,
+        }
+        self.iterations += 1
+        if metrics.policy_lag is not None:
+            lag = metrics.policy_lag
+            self.lags.append((lag.min, lag.avg, lag.max))
+        return chosen
+
+    def run(self, total_env_steps: int, live: bool, steps_at_start: int) -> dict[str, Any]:
+        """Train until ``total_env_steps`` (by all ranks), the time limit or a stop request; the summary stats."""
+        cfg, run = self.cfg, self.run_dir
+        progress = ProgressPrinter(None if live or run is None else cfg.print_every_sec, total_env_steps)
+        start = time.perf_counter()
+        last_save, last_best = start, -np.inf
+        interrupted = False
+        title = f"{self.env_name} · {self.recipe.label}"
+        dashboard = LiveDashboard(total_env_steps, cfg.batch_size, title, cfg.train_for_seconds) if live else None
+        progress.note(
+            f"{self.recipe.label} on {self.env_name}, {self.env.num_envs} envs"
+            + (f" per rank x {collective.world_size()} ranks" if collective.is_distributed() else "")
+            + f", {total_env_steps:,} env steps; run dir {run.path if run else '(rank 0)'}"
+        )
+        with _StopRequest() as stop, dashboard or contextlib.nullcontext():
+            try:
+                for iteration in self.trainer.iterations():
+                    elapsed = time.perf_counter() - start
+                    chosen = self.record(iteration, elapsed, steps_at_start)
+                    if chosen is not None:
+                        progress.note(f"step_timeout={chosen:.0f} s (auto: from the env cycle measured so far)")
+                    metrics = self.metrics
+                    if run is not None:
+                        run.log(metrics)
+                    if dashboard is not None:
+                        dashboard.update(metrics)
+                    progress.update(metrics)
+                    now = time.perf_counter()
+                    best = cfg.save_best_every_sec is not None and now - last_best >= cfg.save_best_every_sec
+                    best = best and self.improved()
+                    if best:
+                        self.best_return, last_best = metrics["mean_episode_return"], now
+                    if best or now - last_save >= cfg.save_every_sec:
+                        self.checkpoint(is_best=best)
+                        last_save = now
+                    out_of_time = cfg.train_for_seconds is not None and elapsed >= cfg.train_for_seconds
+                    # every rank stops at the same iteration: one rank's signal or clock stops them all
+                    stop_now = collective.all_max(torch.tensor([stop.requested, out_of_time], dtype=torch.float64))
+                    if metrics["env_steps"] >= total_env_steps or stop_now.any():
+                        interrupted = bool(stop_now[0])
+                        break
+            except KeyboardInterrupt:
+                interrupted = True
+            except Exception as error:
+                _save_after(error, self.final_checkpoint, progress)
+                raise
+        saved = self.final_checkpoint()
+        stopped = "interrupted" if interrupted else "done"
+        env_steps = int(self.metrics["env_steps"])
+        progress.note(f"{stopped} at {env_steps:,} env steps; " + (f"saved {saved}" if saved else "nothing to save"))
+        lags = np.array(self.lags) if self.lags else np.zeros((1, 3))
+        return {
+            "env_steps": env_steps,
+            "env_frames": env_steps * self.frameskip,
+            "fps": self.metrics.get("fps", 0.0),
+            "mean_episode_return": self.metrics.get("mean_episode_return", float("nan")),
+            "episodes": self.metrics.get("episodes", 0),
+            "policy_lag": {
+                "min": float(lags[:, 0].min()),
+                "avg": float(lags[:, 1].mean()),
+                "max": float(lags[:, 2].max()),
+            },
+            "learner_steps": self.metrics.get("learner_steps", 0),
+            "time": time.perf_counter() - start,
+            "interrupted": interrupted,
+            "step_timeout": self.step_timeout.chosen,
+        }
 
 
 def _save_after(error: Exception, final_checkpoint: Callable[[], Path | None], progress: ProgressPrinter) -> None:
@@ -347,7 +504,7 @@ def _save_after(error: Exception, final_checkpoint: Callable[[], Path | None], p
 
 def load_policy(run_dir: str | os.PathLike, which: str = "last") -> ActorCritic:
     """The policy of a run directory, on CPU: its newest checkpoint, or with ``which="best"`` the one
-    with the best mean return (the newest if it has none yet).
+    with the best mean return (the newest if it has none yet); or of one checkpoint file.
 
     The newest by default: ``best.pt`` is only as good as the returns measured when it was
     written, a run shorter than ``save_best_every_sec`` has only its first one.

@@ -29,7 +29,7 @@ from gymnasium.vector.utils import batch_space
 from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig
 from vecfast.trainers.defaults import config_for
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
-from vecfast.trainers.registry import get_algo
+from vecfast.trainers.registry import resolve
 from vecfast.trainers.runtime import setup_torch
 
 MAX_WORKERS = 64
@@ -163,8 +163,8 @@ def tune(env_id: str, algo: str = "appo", seconds: float = 1.0, cores: int | Non
     Everything is validated before anything is measured.
     """
 
-    spec = get_algo(algo)
-    if not spec.double_buffered:
+    recipe = resolve(algo)
+    if not recipe.scheme_spec.double_buffered:
         raise ValueError(
             f"algorithm {algo!r} does not sample double-buffered, which auto-tuning chooses the layout of: "
             "give num_workers and num_envs_per_worker"
@@ -173,14 +173,14 @@ def tune(env_id: str, algo: str = "appo", seconds: float = 1.0, cores: int | Non
         raise ValueError(f"seconds must be > 0, got {seconds!r}")
     cores = available_cores() if cores is None else cores
     model_overrides = {k: v for k, v in overrides.items() if k not in TUNED_KEYS}
-    TrainConfig.from_overrides(**{**spec.defaults, **model_overrides})  # bad keys or values raise before measuring
+    TrainConfig.from_overrides(**{**recipe.defaults, **model_overrides})  # bad keys or values raise before measuring
     env = gym.make(env_id)
     try:
         t_env, env_steps = time_env_step(env, seconds)
         observation_space, action_space = env.observation_space, env.action_space
     finally:
         env.close()
-    cfg = config_for(observation_space, spec, model_overrides)
+    cfg = config_for(observation_space, recipe, model_overrides, env_id)
     device = setup_torch(cfg)
     model = ActorCritic(observation_space, action_space, cfg).to(device).requires_grad_(False)
     workers = min(cores, MAX_WORKERS)

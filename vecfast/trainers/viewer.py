@@ -91,7 +91,7 @@ class Dashboard:
 
     def _rate(self, key: str, since: dict[str, Any] | None) -> float:
         last = self.last
-        if last is None or since is None or last["time"] <= since["time"]:
+        if last is None or since is None or last["time"] <= since["time"] or key not in last or key not in since:
             return float("nan")
         return (last[key] - since[key]) / (last["time"] - since["time"])
 
@@ -152,9 +152,10 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") 
     throughput.add_row(
         "samples/s (learner)", f"{board.samples_per_second(True):,.0f}", f"{board.samples_per_second(False):,.0f}"
     )
-    throughput.add_row(
-        "policy lag", f"{m['policy_lag_avg']:.1f}", f"min {m['policy_lag_min']:.0f} max {m['policy_lag_max']:.0f}"
-    )
+    if "policy_lag_avg" in m:  # asynchronous schemes
+        throughput.add_row(
+            "policy lag", f"{m['policy_lag_avg']:.1f}", f"min {m['policy_lag_min']:.0f} max {m['policy_lag_max']:.0f}"
+        )
     if "full_trajectories" in m:
         throughput.add_row("buffer: full trajectories", str(m["full_trajectories"]), "")
 
@@ -162,7 +163,8 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") 
     learning.add_column(style="bold")
     learning.add_column(justify="right")
     for key in ("policy_loss", "value_loss", "entropy", "kl", "clip_fraction", "grad_norm", "learning_rate"):
-        learning.add_row(key.replace("_", " "), f"{m[key]:.4g}")
+        if key in m:  # what the algorithm reports
+            learning.add_row(key.replace("_", " "), f"{m[key]:.4g}")
 
     spark_width = max(10, width - 40)
     episodes = Table.grid(padding=(0, 2))
@@ -173,7 +175,7 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") 
             "return (mean / max)", f"{m['mean_episode_return']:.2f} / {m.get('max_episode_return', float('nan')):.2f}"
         )
         episodes.add_row("return history", Text(sparkline(list(board.returns), spark_width), style="green"))
-        episodes.add_row("episode length", f"{m['mean_episode_length']:.1f}")
+        episodes.add_row("episode length", f"{m.get('mean_episode_length', float('nan')):.1f}")
     episodes.add_row("episodes", f"{m.get('episodes', 0):,}")
     episodes.add_row("env frames/s history", Text(sparkline(list(board.fps_history), spark_width), style="cyan"))
 
@@ -276,7 +278,7 @@ def view(run_dir: str | os.PathLike, poll_seconds: float = 0.5, follow: bool = T
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
     cfg = config["config"]
-    title = f"{config['env']} · {config['algo']}"
+    title = " · ".join(config[key] for key in ("env", "algo", "scheme") if key in config)
     board = Dashboard(config["total_env_steps"], cfg["batch_size"], title, time_limit=cfg.get("train_for_seconds"))
     console = Console()
     records, offset = read_records(run_dir / "metrics.jsonl", 0)

@@ -97,17 +97,19 @@ def kill_own_group_and_exit(code: int = 1) -> None:
         os._exit(code)  # even if a cleaner failed: a worker must not outlive its owner
 
 
-def watch_owner(owner_pid: int) -> None:
-    """Start a daemon thread that ends this process group once ``owner_pid`` is gone.
+def watch_owner(owner_pid: int, when_gone: Callable[[], None] = kill_own_group_and_exit) -> None:
+    """Start a daemon thread that calls ``when_gone`` (by default: end this process group) once ``owner_pid``
+    is gone.
 
-    A thread (not the main loop) watches, so a worker stuck inside an env still dies.
+    A thread (not the main loop) watches, so a worker stuck inside an env (or a rank inside a
+    collective) still dies.
     """
     owner = psutil.Process(owner_pid)
 
     def watch() -> None:
         while _running(owner):
             time.sleep(OWNER_POLL_SECONDS)
-        kill_own_group_and_exit()
+        when_gone()
 
     threading.Thread(target=watch, name="vecfast-owner-watch", daemon=True).start()
 

@@ -1,10 +1,12 @@
-"""Private networks for the VizDoom games of a match, so that no other host can reach them (Linux).
+"""Private networks for processes that would listen on every address of the host, so that no other host can
+reach them (Linux): VizDoom's games of a match, torch.distributed's launcher and ranks of a local run.
 
-VizDoom's engine (ZDoom's networking) binds its UDP port on every address of the host,
-with no option to change that: any host that can reach the port can join a networked match
-or disrupt it. A :class:`PrivateNetwork` is a network namespace of its own whose only
-interface is loopback, shared by the games of one match (or of the matches of one vector
-env): they reach each other on 127.0.0.1 and nothing else reaches them. It needs no root
+VizDoom's engine (ZDoom's networking) binds its UDP port on every address of the host, and
+torch's TCPStore (the rendezvous of an elastic launch) its TCP port, with no option to change
+that: any host that can reach the port can join or disrupt the match or the run. A
+:class:`PrivateNetwork` is a network namespace of its own whose only interface is loopback,
+shared by the processes started through its launcher: they reach each other on 127.0.0.1 and
+nothing else reaches them. It needs no root
 where the kernel lets users create user namespaces (most Linux distributions do); a
 process with ``CAP_SYS_ADMIN`` (root) gets the network namespace alone otherwise.
 
@@ -36,7 +38,7 @@ import weakref
 
 __all__ = ["ENV_VAR", "NetworkIsolationError", "NetworkIsolationWarning", "PrivateNetwork", "isolation_requested"]
 
-ENV_VAR = "VECFAST_DOOM_NETWORK_ISOLATION"  # "0" (or "false", "off", "no") turns isolation off
+ENV_VAR = "VECFAST_NETWORK_ISOLATION"  # "0" (or "false", "off", "no") turns isolation off
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000

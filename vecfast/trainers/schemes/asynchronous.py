@@ -1,12 +1,13 @@
-"""APPO in Sample Factory's design: asynchronous sampling, central batched inference, a V-trace + PPO learner.
+"""The asynchronous scheme, Sample Factory's design: sampling, central batched inference and learning overlap.
 
 Three activities overlap: the vector env's worker processes step envs (two groups each,
 double-buffered), the policy-worker thread acts for whichever half of the envs is ready
-(:mod:`vecfast.trainers.sampler`), and the learner (the caller's thread) takes
-``batch_size`` samples of finished trajectories, which a batcher thread gathers in the
-background while the learner works on the previous batch. Data acted on by an older
-policy is corrected with V-trace (rho_bar = c_bar = 1) and the PPO clipped objective;
-how old it was (the policy lag, in learner steps) is measured on every batch.
+(:mod:`.policy_worker`), and the learner (the caller's thread) takes ``batch_size`` samples
+of finished trajectories, which a batcher thread gathers in the background while the
+algorithm learns from the previous batch. The data may have been acted on by an older
+policy (the algorithm is told it is not on-policy: PPO corrects it with V-trace); how old
+it was (the policy lag, in learner steps) is measured on every batch. PPO under this
+scheme is APPO.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ from typing import Any
 import torch
 from gymnasium.vector import VectorEnv
 
+from vecfast.trainers.agent import Agent
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.learner import Learner
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.ppo import check_next_step_autoreset
-from vecfast.trainers.registry import register_algo
-from vecfast.trainers.runtime import setup_torch
-from vecfast.trainers.sampler import POLL_SECONDS, PolicyWorker
+from vecfast.trainers.metrics import IterationMetrics, PolicyLag
+from vecfast.trainers.protocols import AlgorithmFactory
+from vecfast.trainers.schemes.policy_worker import POLL_SECONDS, PolicyWorker
 from vecfast.trainers.storage import Trajectories
 
 
@@ -65,64 +64,62 @@ class Batcher(threading.Thread):
             self.error = e
 
 
-class APPOTrainer:
-    """Asynchronous PPO over a vector env with ``send``/``recv`` (any VectorEnv works, without overlap)."""
+class AsyncTrainer:
+    """Asynchronous sampling and learning over a vector env with ``send``/``recv`` (any VectorEnv works, without
+    overlap)."""
 
-    def __init__(self, env: VectorEnv, cfg: TrainConfig, total_env_steps: int) -> None:
-        check_next_step_autoreset(env)
+    def __init__(self, env: VectorEnv, algorithm: AlgorithmFactory, cfg: TrainConfig, total_env_steps: int) -> None:
         self.cfg, self.total_env_steps = cfg, total_env_steps
-        self.device = setup_torch(cfg)
-        self.model = ActorCritic(env.single_observation_space, env.single_action_space, cfg).to(self.device)
-        self.learner = Learner(self.model, cfg)
-        batch = self.learner.minibatch * cfg.num_batches_per_epoch
+        self.agent = Agent(env, algorithm, cfg)
+        self.model = self.agent.model
+        batch = (cfg.batch_size // cfg.rollout) * cfg.num_batches_per_epoch  # trajectories per iteration
         # each env fills one slot; one batch is being gathered while the next fills up
         num_slots = env.num_envs + 2 * batch
         self.worker = PolicyWorker(env, self.model, cfg.rollout, num_slots, cfg.seed, cfg.stats_avg)
         self.batcher = Batcher(self.worker, batch)
         self._started = False
 
-    def iterations(self) -> Iterator[dict[str, float]]:
-        worker = self.worker
-        worker.publish(self.model, self.learner.version)
+    def iterations(self) -> Iterator[IterationMetrics]:
+        worker, algorithm = self.worker, self.agent.algorithm
+
+        def publish() -> None:
+            worker.publish(self.model, algorithm.version)
+
+        publish()
         if not self._started:
             self._started = True
             worker.start()
             self.batcher.start()
-        start = time.perf_counter()
-        steps_at_start = worker.env_steps
         while True:
             wait_start = time.perf_counter()
             batch = self._next_batch()
             learn_start = time.perf_counter()
-            lag = (self.learner.version - batch.policy_version[batch.valid]).float()
-            learned = self.learner.learn(
-                batch,
-                worker.env_steps / self.total_env_steps,
-                after_step=lambda: worker.publish(self.model, self.learner.version),
+            lag = (algorithm.version - batch.policy_version[batch.valid]).float()
+            learned = algorithm.learn(
+                batch, worker.env_steps / self.total_env_steps, on_policy=False, after_step=publish
             )
-            now = time.perf_counter()
-            yield {
-                "env_steps": worker.env_steps,
-                "fps": (worker.env_steps - steps_at_start) / (now - start),
-                **learned,
-                "policy_lag_min": lag.min().item() if len(lag) else 0.0,
-                "policy_lag_avg": lag.mean().item() if len(lag) else 0.0,
-                "policy_lag_max": lag.max().item() if len(lag) else 0.0,
-                "time_learner_waiting": learn_start - wait_start,
-                "time_learning": now - learn_start,
-                "time_envs": worker.time_waiting_envs,
-                "time_inference": worker.time_inference,
-                "time_sampler_waiting_slots": worker.time_waiting_slots,
-                "full_trajectories": worker.full.qsize(),
-                **worker.episodes.summary(),
-            }
+            yield IterationMetrics(
+                env_steps=worker.env_steps,
+                learner_steps=algorithm.version,
+                episodes=worker.episodes.summary(),
+                policy_lag=PolicyLag(lag.min().item(), lag.mean().item(), lag.max().item()) if len(lag) else None,
+                learning=learned,
+                timings={
+                    "time_learner_waiting": learn_start - wait_start,
+                    "time_learning": time.perf_counter() - learn_start,
+                    "time_envs": worker.time_waiting_envs,
+                    "time_inference": worker.time_inference,
+                    "time_sampler_waiting_slots": worker.time_waiting_slots,
+                },
+                extra={"full_trajectories": worker.full.qsize()},
+            )
 
     def _next_batch(self) -> Trajectories:
         while True:
             for thread in (self.worker, self.batcher):
                 if thread.error is not None:  # its own type, so that callers can catch what the env raised
                     error, thread.error = thread.error, None
-                    error.add_note(f"raised in APPO's {thread.name} thread")
+                    error.add_note(f"raised in the asynchronous scheme's {thread.name} thread")
                     raise error
             try:
                 return self.batcher.batches.get(timeout=POLL_SECONDS)
@@ -130,11 +127,11 @@ class APPOTrainer:
                 continue
 
     def state_dict(self) -> dict[str, Any]:
-        return self.learner.trainer_state(self.worker.env_steps)
+        return self.agent.state_dict(self.worker.env_steps)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.worker.env_steps = self.learner.load_trainer_state(state)
-        self.worker.publish(self.model, self.learner.version)
+        self.worker.env_steps = self.agent.load_state_dict(state)
+        self.worker.publish(self.model, self.agent.algorithm.version)
 
     def close(self) -> None:
         """Stop the policy worker and the batcher (the env stays open: its owner closes it)."""
@@ -143,6 +140,3 @@ class APPOTrainer:
         for thread in (self.batcher, self.worker):
             if thread.is_alive():
                 thread.join()
-
-
-register_algo("appo", APPOTrainer, double_buffered=True)

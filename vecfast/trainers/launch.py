@@ -1,0 +1,241 @@
+"""Where the ranks of a distributed run come from, and how they find each other.
+
+A rank learns its place from its environment, as torch.distributed's launchers set it:
+``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) or SLURM's
+``srun`` (``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``; the address and port default to
+127.0.0.1:29500 on one node and must be given for several). :func:`launch_local` starts N ranks on
+this machine through torch's own elastic launcher (what ``torchrun --standalone`` runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.spawn import get_preparation_data, prepare
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from vecfast.network_isolation import (
+    ENV_VAR,
+    NetworkIsolationError,
+    NetworkIsolationWarning,
+    PrivateNetwork,
+    isolation_requested,
+)
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_PORT = "29500"
+COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)  # a rank that waits longer on the others gives up
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """This process's place in a distributed run."""
+
+    rank: int
+    world_size: int
+    local_rank: int  # among the ranks on this machine: picks its GPU
+    restarts: int = 0  # how many times the launcher restarted the run (torchrun --max-restarts)
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 writes the run directory."""
+        return self.rank == 0
+
+
+def rank_from_environment(environ: dict[str, str] | None = None) -> RankInfo | None:
+    """This process's rank as torchrun or SLURM set it; None outside a launcher."""
+    env = os.environ if environ is None else environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return RankInfo(
+            int(env["RANK"]),
+            int(env["WORLD_SIZE"]),
+            int(env.get("LOCAL_RANK", 0)),
+            int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
+        )
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        return RankInfo(int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0)))
+    return None
+
+
+def init_process_group(info: RankInfo, device: torch.device) -> None:
+    """Join the run's process group: NCCL for CUDA, gloo on CPU, rendezvous at MASTER_ADDR:MASTER_PORT.
+
+    On one machine (a loopback master address) gloo also connects its ranks over loopback only.
+    """
+    if "MASTER_ADDR" not in os.environ:
+        if int(os.environ.get("SLURM_NNODES", 1)) > 1:
+            raise RuntimeError("a SLURM run over several nodes needs MASTER_ADDR (and MASTER_PORT) of rank 0's node")
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ.setdefault("MASTER_PORT", DEFAULT_PORT)
+    if os.environ["MASTER_ADDR"] in LOOPBACK:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE) and keeps it across its restarts: a
+    # prefix per attempt keeps restarted ranks from reading the addresses of the ranks they replace
+    # (with env:// they wait on them for ever). Otherwise rank 0 hosts it, as env:// would.
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        info.world_size,
+        is_master=info.is_main and not agent_store,
+        timeout=COLLECTIVE_TIMEOUT,
+    )
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore(f"vecfast/attempt_{info.restarts}/", store),
+        rank=info.rank,
+        world_size=info.world_size,
+        timeout=COLLECTIVE_TIMEOUT,
+    )
+
+
+def leave_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def launch_local(
+    num_processes: int,
+    fn: Callable[..., Any],
+    *args: Any,
+    run_id: str | None = None,
+    network_isolation: bool | None = None,
+) -> Any:
+    """Run ``fn(*args)`` in ``num_processes`` ranks on this machine through torch's elastic launcher;
+    rank 0's return value.
+
+    torch's rendezvous store listens on every address of the host (it has no option to bind one), so
+    the launcher and its ranks run in a private network namespace whose only interface is loopback
+    (:class:`~vecfast.network_isolation.PrivateNetwork`): nothing else can reach the run.
+    Where no namespace can be made (or ``network_isolation=False``, or the environment variable
+    ``VECFAST_NETWORK_ISOLATION=0``) they run in the host's network with a warning;
+    ``network_isolation=True`` raises instead.
+
+    ``run_id`` (``TORCHELASTIC_RUN_ID`` in the ranks) defaults to a new one. ``fn`` and ``args``
+    are pickled to the ranks, which start with ``spawn``: module-level functions and classes, and
+    the caller's main module is imported there as multiprocessing does (guard its entry point with
+    ``if __name__ == "__main__"``). Ctrl-C reaches the ranks (they share the terminal's process
+    group), which stop as they would alone, so this returns rank 0's result.
+    """
+    config = _local_config(num_processes, run_id or uuid.uuid4().hex)
+    if isolation_requested(network_isolation):
+        try:
+            network = PrivateNetwork(sys.executable)
+        except NetworkIsolationError as exc:
+            if network_isolation:
+                raise
+            warnings.warn(
+                f"the ranks run in the host's network, where torch's rendezvous store listens on every address "
+                f"({exc}); network_isolation=False or {ENV_VAR}=0 says you want that",
+                NetworkIsolationWarning,
+                stacklevel=2,
+            )
+        else:
+            try:
+                return _launch_in(network, config, fn, args)
+            finally:
+                network.close()
+    with _ctrl_c_to_the_ranks():
+        return _launch(config, fn, args)
+
+
+def _local_config(num_processes: int, run_id: str) -> Any:
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(
+        logs_specs=DefaultLogsSpecs(log_dir=os.devnull),  # the ranks' output goes to ours; no log dir left in $TMPDIR
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=num_processes,
+        run_id=run_id,
+        rdzv_backend="c10d",
+        rdzv_endpoint="127.0.0.1:0",
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method="spawn",
+        local_addr="127.0.0.1",
+        signals_to_handle="SIGTERM,SIGHUP,SIGQUIT",  # not SIGINT: Ctrl-C is the ranks' to handle
+    )
+
+
+def _launch(config: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    from torch.distributed.launcher.api import elastic_launch
+
+    return elastic_launch(config, fn)(*args)[0]
+
+
+@contextlib.contextmanager
+def _ctrl_c_to_the_ranks() -> Iterator[None]:
+    """The launcher ignores Ctrl-C while the ranks (which get it too) stop and save."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _launch_in(network: PrivateNetwork, config: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Run the elastic launcher in a process inside ``network`` (this module as a script); its result comes
+    back pickled through a pipe, from this process's own child."""
+    read_end, write_end = os.pipe()
+    command = [network.launcher, "-m", "vecfast.trainers.launch", str(write_end)]
+    with _ctrl_c_to_the_ranks():
+        try:
+            launcher = subprocess.Popen(command, stdin=subprocess.PIPE, pass_fds=[write_end])
+        finally:
+            os.close(write_end)
+        with os.fdopen(read_end, "rb") as results:
+            assert launcher.stdin is not None
+            # what multiprocessing's spawn sends: the caller's sys.path and main module, so fn unpickles there
+            preparation = {k: v for k, v in get_preparation_data("vecfast-launch").items() if k != "authkey"}
+            pickle.dump(preparation, launcher.stdin)  # read first: fn unpickles only after it is applied
+            pickle.dump((config, fn, args), launcher.stdin)
+            launcher.stdin.close()
+            reply = results.read()
+        code = launcher.wait()
+    if not reply:
+        raise RuntimeError(f"the launcher of the ranks exited with {code} and no result")
+    ok, value = pickle.loads(reply)
+    if not ok:
+        raise value
+    return value
+
+
+def _launcher_main(result_fd: int) -> None:
+    """The launcher process: inside the private network, with the caller's main module loaded."""
+    from vecfast.vector.process_cleanup import watch_owner
+
+    watch_owner(os.getppid(), when_gone=lambda: os._exit(1))  # the ranks watch this process in turn
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    prepare(pickle.load(sys.stdin.buffer))
+    config, fn, args = pickle.load(sys.stdin.buffer)
+    try:
+        reply = (True, _launch(config, fn, args))
+    except Exception as error:  # raised again in the caller
+        reply = (False, error)
+    with os.fdopen(result_fd, "wb") as out:
+        pickle.dump(reply, out)
+
+
+if __name__ == "__main__":
+    _launcher_main(int(sys.argv[1]))

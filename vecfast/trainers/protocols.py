@@ -1,0 +1,75 @@
+"""The two pluggable components of a trainer: the algorithm (how batches change the model) and the scheme
+(how batches are collected and learned from: synchronously, asynchronously, across processes).
+
+Any algorithm runs under any scheme (the composition of the PyTorch RL-experimentation paper):
+a scheme builds the model, hands it to the algorithm's factory, feeds it batches of
+:class:`~vecfast.trainers.storage.Trajectories` and reports :class:`~vecfast.trainers.metrics.IterationMetrics`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from gymnasium.vector import VectorEnv
+
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.metrics import IterationMetrics
+from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.storage import Trajectories
+
+
+class Algorithm(Protocol):
+    """A learning rule, built by ``factory(model, cfg)``.
+
+    ``model`` is what to learn with: it has :class:`ActorCritic`'s methods (in a distributed run
+    it is a wrapper whose ``evaluate`` averages gradients over the ranks, so call
+    ``model.evaluate`` rather than the model's modules directly). ``version`` counts gradient
+    steps: schemes compare it with the version that acted to measure the policy lag.
+    """
+
+    version: int
+
+    def learn(
+        self, batch: Trajectories, progress: float, *, on_policy: bool, after_step: Callable[[], None]
+    ) -> dict[str, float]:
+        """Learn from ``batch`` (``progress``: the share of training done, in [0, 1]); returns loss terms by name.
+
+        ``on_policy``: the policy that acted is the one learning (synchronous schemes); else the
+        data may be some gradient steps old (the asynchronous scheme). ``after_step`` must run
+        after every gradient step (the asynchronous scheme publishes the new weights there).
+        """
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the model (which the scheme saves): optimiser state, counters."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+AlgorithmFactory = Callable[[ActorCritic, TrainConfig], Algorithm]
+
+
+class Trainer(Protocol):
+    """What :func:`vecfast.train` drives: a scheme running an algorithm over a vector env.
+
+    ``iterations()`` trains for ever, yielding an :class:`IterationMetrics` after each
+    iteration; the caller stops when it has enough, then calls ``close()`` (which must not
+    close the env). ``state_dict()`` is the checkpoint (``model``, ``env_steps`` and the
+    rest), ``load_state_dict`` resumes from it.
+    """
+
+    model: ActorCritic
+
+    def iterations(self) -> Iterator[IterationMetrics]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# (env, algorithm factory, config, total_env_steps) -> Trainer
+SchemeFactory = Callable[[VectorEnv, AlgorithmFactory, TrainConfig, int], Trainer]

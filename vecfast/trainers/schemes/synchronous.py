@@ -1,0 +1,152 @@
+"""The synchronous scheme: step every env ``rollout`` times with the current policy, then learn from it.
+
+One loop, as in CleanRL. The data is on-policy, so the algorithm learns from it with the values
+the policy predicted while acting. In a distributed run (:mod:`.distributed`) each rank runs this
+loop over its own envs: step counts, episode statistics and loss terms are summed or averaged over
+the ranks (:mod:`vecfast.trainers.collective`), and a :class:`RolloutEnd` may end a rollout early.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from gymnasium.vector import VectorEnv
+
+from vecfast.trainers import collective
+from vecfast.trainers.agent import Agent
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.episodes import EpisodeTracker
+from vecfast.trainers.metrics import IterationMetrics
+from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
+from vecfast.trainers.protocols import AlgorithmFactory
+from vecfast.trainers.storage import Trajectories
+
+
+class RolloutEnd(Protocol):
+    """Decides when a rollout ends before ``rollout`` steps (DD-PPO's preemption of stragglers)."""
+
+    def begin(self) -> None:
+        """A rollout starts."""
+
+    def stop_early(self, steps: int) -> bool:
+        """Whether to end the rollout now, after ``steps`` steps of it."""
+        ...
+
+    def finished(self) -> None:
+        """This process's rollout has ended."""
+
+
+class FullRollouts:
+    """Every rollout runs its ``rollout`` steps."""
+
+    def begin(self) -> None:
+        pass
+
+    def stop_early(self, steps: int) -> bool:
+        return False
+
+    def finished(self) -> None:
+        pass
+
+
+def _nothing() -> None:
+    pass
+
+
+class SyncTrainer:
+    """Synchronous sampling and learning over any gymnasium VectorEnv."""
+
+    def __init__(
+        self,
+        env: VectorEnv,
+        algorithm: AlgorithmFactory,
+        cfg: TrainConfig,
+        total_env_steps: int,
+        *,
+        learn_with: Callable[[ActorCritic], ActorCritic] | None = None,
+        rollout_end: RolloutEnd | None = None,
+    ) -> None:
+        samples = env.num_envs * cfg.rollout
+        if samples % cfg.batch_size:
+            raise ValueError(
+                f"a synchronous rollout has num_envs * rollout = {samples} samples; "
+                f"batch_size={cfg.batch_size} must divide it"
+            )
+        self.env, self.cfg, self.total_env_steps = env, cfg, total_env_steps
+        self.agent = Agent(env, algorithm, cfg, learn_with)
+        self.model, self.device = self.agent.model, self.agent.device
+        self.storage = Trajectories.allocate(self.model, env.num_envs, cfg.rollout, self.device)
+        self.episodes = EpisodeTracker(env.num_envs, cfg.stats_avg)
+        self.rollout_end = rollout_end or FullRollouts()
+        self.env_steps = 0  # by every rank
+
+    def iterations(self) -> Iterator[IterationMetrics]:
+        cfg, env, model, s = self.cfg, self.env, self.model, self.storage
+        n = env.num_envs
+        obs, _ = env.reset(seed=cfg.seed)
+        state = model.initial_state(n, self.device)
+        first = torch.ones(n, dtype=torch.bool, device=self.device)
+        prev_done = np.zeros(n, dtype=bool)
+        while True:
+            s.initial_state.copy_(state)
+            sample_start = time.perf_counter()
+            self.rollout_end.begin()
+            steps = 0
+            while steps < cfg.rollout and not self.rollout_end.stop_early(steps):
+                t = steps
+                obs_t = obs_to_tensors(as_obs_dict(obs), self.device)
+                with torch.no_grad():
+                    dist, value, state = model.step(obs_t, state, first)
+                    action = dist.sample()
+                for key, value_t in obs_t.items():
+                    s.obs[key][:, t] = value_t
+                s.first[:, t] = first
+                s.values[:, t] = value
+                s.actions[:, t] = action
+                s.log_probs[:, t] = dist.log_prob(action)
+                valid = ~prev_done
+                s.valid[:, t] = torch.from_numpy(valid)
+                obs, reward, terminated, truncated, _ = env.step(model.actor.to_env(action))
+                done = terminated | truncated
+                s.rewards[:, t] = torch.as_tensor(reward, dtype=torch.float32)
+                s.terminated[:, t] = torch.from_numpy(terminated)
+                s.done[:, t] = torch.from_numpy(done)
+                self.episodes.record(slice(None), reward, done, valid)
+                first = torch.from_numpy(~valid).to(self.device)  # the step after a reset step starts an episode
+                prev_done = done
+                steps += 1
+            self.rollout_end.finished()
+            obs_t = obs_to_tensors(as_obs_dict(obs), self.device)
+            with torch.no_grad():
+                _, s.values[:, steps], _ = model.step(obs_t, state, first)  # bootstrap (state is not advanced)
+            for key, value_t in obs_t.items():
+                s.obs[key][:, steps] = value_t
+            s.first[:, steps] = first
+            self.env_steps += int(collective.all_sum(torch.tensor([n * steps])).item())
+            sample_time = time.perf_counter() - sample_start
+
+            learn_start = time.perf_counter()
+            batch = s if steps == cfg.rollout else s.prefix(steps)  # a preempted rollout is learned from as is
+            progress = self.env_steps / self.total_env_steps
+            learned = self.agent.algorithm.learn(batch, progress, on_policy=True, after_step=_nothing)
+            yield IterationMetrics(
+                env_steps=self.env_steps,
+                learner_steps=self.agent.algorithm.version,
+                episodes=self.episodes.summary(),
+                learning=collective.all_mean(learned),
+                timings={"time_sampling": sample_time, "time_learning": time.perf_counter() - learn_start},
+                extra={"rollout_steps": steps},
+            )
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.agent.state_dict(self.env_steps)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env_steps = self.agent.load_state_dict(state)
+
+    def close(self) -> None:
+        """Nothing to stop: everything runs in the caller's thread."""
