@@ -31,6 +31,7 @@ from vecfast.envs.nav.scenes import (
     largest_region,
     make_scenes,
     rasterize,
+    split_scene_dir,
     write_index,
 )
 from vecfast.envs.nav.sim import MOVE_FORWARD, STOP, TURN_LEFT, TURN_RIGHT
@@ -257,6 +258,37 @@ def test_cli_and_default_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert out.is_relative_to(tmp_path / "cache") and (out / "index.json").exists()
     args = parser.parse_args(["nav", "make-scenes", "--num", "2", "--seed", "4"])
     assert args.handler(args) == 0 and len(list(out.glob("*.npz"))) == 2
+
+
+def test_val_scenes_are_held_out_from_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """split="val" reads scenes of another generator stream than "train": no scene in both, and an env of the
+    val split only ever holds val scenes; a user's directory holds each split in a subdirectory."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    dirs = {split: split_scene_dir(None, split) for split in ("train", "val")}
+    names = {split: {p.name for p in d.glob("*.npz")} for split, d in dirs.items()}
+    assert names["train"] and names["val"] and not names["train"] & names["val"]
+    layouts = {split: {np.load(p)["walkable"].tobytes() for p in d.glob("*.npz")} for split, d in dirs.items()}
+    assert not layouts["train"] & layouts["val"]  # not the same floor plan under another name either
+    env = vecfast.make_vec("vecfast/PointNav-v0", 4, split="val", max_envs_per_scene=2, rotation_episodes=1)
+    try:
+        env.reset(seed=0)
+        for _ in range(30):
+            env.step(np.zeros(4, np.int64))  # STOP: every step ends an episode, so the scenes rotate
+            assert {n for n in env.unwrapped.resident_scenes if n} <= {Path(n).stem for n in names["val"]}
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="split must be one of"):
+        BatchedPointNavEnv(2, split="test")
+    flat = tmp_path / "flat"
+    make_scenes(1, seed=5, out_dir=flat)
+    assert split_scene_dir(flat, "train") == flat
+    with pytest.raises(FileNotFoundError, match="--split val"):
+        split_scene_dir(flat, "val")
+    parser = argparse.ArgumentParser()
+    add_nav_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["nav", "make-scenes", "--num", "1", "--out", str(flat), "--split", "val"])
+    assert args.handler(args) == 0 and split_scene_dir(flat, "val") == flat / "val"
+    assert [p.name for p in (flat / "val").glob("*.npz")] == ["scene_1_00000.npz"]  # the val split's seed
 
 
 # ---------------------------------------------------------------------------- dynamics and metrics

@@ -170,6 +170,26 @@ def test_the_recurrent_state_restarts_on_each_episodes_first_observation(mode: A
     env.close()
 
 
+def test_env_keyword_arguments_reach_the_env_and_metrics_read_as_attributes(tmp_path: Path) -> None:
+    """evaluate(..., split="val") builds PointNav's held-out scenes (its batched env); result.success and
+    result.spl are the final infos' means."""
+    make_scenes(2, seed=1, out_dir=tmp_path / "val")
+    spec_env = BatchedPointNavEnv(2, scenes=tmp_path, split="val", width=40, height=40)
+    policy = policy_for(spec_env)
+    spec_env.close()
+    result = evaluate(policy, "vecfast/PointNav-v0", episodes=4, num_envs=2, scenes=tmp_path, split="val",
+                      width=40, height=40, deterministic=False)  # fmt: skip
+    assert result.success == result.metrics["success"] and result.spl == result.metrics["spl"]
+    with pytest.raises(AttributeError, match="no attribute or metric 'frags'; metrics: \\['distance_to_goal'"):
+        result.frags  # noqa: B018
+    with pytest.raises(FileNotFoundError, match="no 'train' scenes"):  # only a val set there: the kwargs arrived
+        evaluate(policy, "vecfast/PointNav-v0", episodes=1, scenes=tmp_path, split="train", width=40, height=40)
+    env = BatchedPointNavEnv(2, scenes=tmp_path, split="val", width=40, height=40)
+    with pytest.raises(TypeError, match="need an env id"):
+        evaluate(policy, env, episodes=2, split="val")
+    env.close()
+
+
 def test_pointnav_success_and_spl_come_from_the_final_infos(tmp_path: Path) -> None:
     make_scenes(2, seed=1, out_dir=tmp_path)
     env = BatchedPointNavEnv(3, scenes=tmp_path, width=40, height=40)  # depth is an image: convnet_simple's least

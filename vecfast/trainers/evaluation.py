@@ -61,6 +61,13 @@ class EvalResult:
     metrics: dict[str, float] = field(default_factory=dict)
     cut_episodes: int = 0
 
+    def __getattr__(self, name: str) -> float:
+        """A metric by name, as an attribute: ``result.success``, ``result.spl`` (PointNav), ``result.frags``."""
+        metrics = self.__dict__.get("metrics", {})
+        if name in metrics:
+            return metrics[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute or metric {name!r}; metrics: {sorted(metrics)}")
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for ``json.dumps``."""
         data = dataclasses.asdict(self)
@@ -91,6 +98,7 @@ def evaluate(
     which: str = "last",
     max_steps: int | None = None,
     on_frame: Callable[[np.ndarray], None] | None = None,
+    **env_kwargs: Any,
 ) -> EvalResult:
     """Run ``episodes`` whole episodes of a policy and return their :class:`EvalResult`.
 
@@ -114,6 +122,9 @@ def evaluate(
     partial reset (``options["reset_mask"]``) where the vector env supports one (gymnasium's,
     vecfast's), otherwise its steps count for nothing until its own episode ends.
 
+    ``env_kwargs``: keyword arguments for the env an id builds (PointNav's ``split="val"``: scenes
+    never trained on).
+
     ``on_frame``: called with env 0's frame (``env.render()[0]``) after every step that counts
     towards one of env 0's episodes (a built env renders ``rgb_array``); with ``num_envs=1``
     that is a video of every episode in order.
@@ -127,7 +138,7 @@ def evaluate(
         if run_dir is None:
             raise ValueError("evaluating a policy object needs env=: a policy does not say which env it was trained on")
         env = run_env_id(run_dir)
-    vec_env = _build(env, episodes, num_envs, render=on_frame is not None)
+    vec_env = _build(env, episodes, num_envs, render=on_frame is not None, env_kwargs=env_kwargs)
     try:
         _check_spaces(policy, vec_env)
         if on_frame is not None and vec_env.render_mode != "rgb_array":
@@ -143,10 +154,12 @@ def evaluate(
             vec_env.close()
 
 
-def make_eval_env(env_id: str, num_envs: int, render_mode: str | None = None) -> VectorEnv:
-    """The vector env ``vecfast.train`` builds for ``env_id`` (so the observations match), of ``num_envs`` envs."""
-    kwargs = {} if render_mode is None else {"render_mode": render_mode}
-    return make_vec(env_id, num_envs=num_envs, vectorization_mode="shared_memory", **kwargs)
+def make_eval_env(env_id: str, num_envs: int, render_mode: str | None = None, **env_kwargs: Any) -> VectorEnv:
+    """The vector env ``vecfast.train`` builds for ``env_id`` (so the observations match), of ``num_envs`` envs:
+    its batched ``vector_entry_point`` where it has one, else an AsyncSharedMemVectorEnv."""
+    if render_mode is not None:  # single envs render; a batched simulator may not
+        return make_vec(env_id, num_envs, vectorization_mode="shared_memory", render_mode=render_mode, **env_kwargs)
+    return make_vec(env_id, num_envs, **env_kwargs)
 
 
 class _Episodes:
@@ -308,12 +321,14 @@ def run_env_id(run_dir: str | os.PathLike) -> str:
     return env_id
 
 
-def _build(env: EnvArg, episodes: int, num_envs: int | None, render: bool) -> VectorEnv:
+def _build(env: EnvArg, episodes: int, num_envs: int | None, render: bool, env_kwargs: dict[str, Any]) -> VectorEnv:
     if num_envs is not None and num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if isinstance(env, str):
         default = 1 if render else min(episodes, DEFAULT_MAX_ENVS)
-        return make_eval_env(env, num_envs or default, "rgb_array" if render else None)
+        return make_eval_env(env, num_envs or default, "rgb_array" if render else None, **env_kwargs)
+    if env_kwargs:
+        raise TypeError(f"env keyword arguments {sorted(env_kwargs)} need an env id; the env given is built")
     built = env if isinstance(env, VectorEnv) else env() if callable(env) else None
     if not isinstance(built, VectorEnv):
         what = type(env if built is None else built).__name__

@@ -18,18 +18,26 @@ def add_nav_commands(subparsers: Any) -> None:
         "Without --out they go to the user cache ($XDG_CACHE_HOME/vecfast/nav), where envs find the default set.",
     )
     make.add_argument("--num", type=int, default=200, help="number of scenes (default 200)")
-    make.add_argument("--seed", type=int, default=0, help="seed of the scene set (default 0)")
+    make.add_argument("--seed", type=int, help="seed of the scene set (default: the split's, train 0, val 1)")
     make.add_argument("--out", type=Path, help="output directory (default: the user cache)")
+    make.add_argument(
+        "--split",
+        choices=["train", "val"],
+        help="write OUT/SPLIT, which envs read with split=SPLIT (default: OUT itself, a training set)",
+    )
     make.set_defaults(handler=_make_scenes)
 
 
 def _make_scenes(args: argparse.Namespace) -> int:
     from vecfast.cli import CommandError
-    from vecfast.envs.nav.scenes import default_scene_dir, make_scenes
+    from vecfast.envs.nav.scenes import SPLIT_SEEDS, default_scene_dir, make_scenes
 
     if args.num <= 0:
         raise CommandError(f"--num must be > 0, got {args.num}")
-    out = default_scene_dir(args.num, args.seed) if args.out is None else args.out
-    paths = make_scenes(args.num, args.seed, out)
+    seed = args.seed if args.seed is not None else SPLIT_SEEDS[args.split or "train"]
+    out = args.out if args.out is not None else default_scene_dir(args.num, seed)
+    if args.out is not None and args.split:
+        out = args.out / args.split
+    paths = make_scenes(args.num, seed, out)
     print(f"{len(paths)} scenes in {out}")
     return 0

@@ -30,9 +30,10 @@ class PointNavEnv(gym.Env):
         device: str | torch.device = "cpu",
         rotation_episodes: int | None = None,
         scene_seed: int = 0,
+        split: str = "train",
         **config_kwargs: Any,
     ) -> None:
-        self.sim = make_sim(1, scenes, max_envs_per_scene, rotation_episodes, scene_seed, device, config_kwargs)
+        self.sim = make_sim(1, scenes, split, max_envs_per_scene, rotation_episodes, scene_seed, device, config_kwargs)
         self.observation_space = observation_space(self.sim.config)
         self.action_space = gym.spaces.Discrete(4)
         self._one = torch.ones(1, dtype=torch.bool, device=self.sim.device)

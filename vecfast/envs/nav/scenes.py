@@ -47,6 +47,9 @@ MAX_GEODESIC = 30.0
 MIN_RATIO = 1.1
 DEFAULT_SET_SIZE = 8
 INDEX_FILE = "index.json"
+# split -> the seed of its scenes: scenes are generated from (seed, index), so the splits draw from
+# disjoint generator streams and no scene of one is a scene of the other
+SPLIT_SEEDS = {"train": 0, "val": 1}
 
 _WALL = 0.12  # wall thickness, metres
 _MIN_ROOM = 1.6  # smallest room side, metres
@@ -405,6 +408,28 @@ def default_scene_dir(num: int = DEFAULT_SET_SIZE, seed: int = 0) -> Path:
         if not (out / INDEX_FILE).exists():
             make_scenes(num, seed, out)
     return out
+
+
+def split_scene_dir(scenes: str | Path | None, split: str) -> Path:
+    """The scene directory of ``split`` ("train" or "val", held out: never trained on).
+
+    ``scenes=None``: the default sets in the user cache, of seed 0 (train) and 1 (val). A directory
+    of your own holds each split in a subdirectory (``DIR/train``, ``DIR/val``: ``vecfast nav
+    make-scenes --out DIR --split val``); a directory with its scenes at the top is a training set only.
+    """
+    if split not in SPLIT_SEEDS:
+        raise ValueError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
+    if scenes is None:
+        return default_scene_dir(DEFAULT_SET_SIZE, SPLIT_SEEDS[split])
+    scenes = Path(scenes)
+    if (scenes / split / INDEX_FILE).exists():
+        return scenes / split
+    if split == "train" and (scenes / INDEX_FILE).exists():
+        return scenes
+    raise FileNotFoundError(
+        f"{scenes} has no {split!r} scenes ({scenes / split / INDEX_FILE}): make them with "
+        f"`vecfast nav make-scenes --out {scenes} --split {split}`"
+    )
 
 
 @contextlib.contextmanager

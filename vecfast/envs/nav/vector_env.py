@@ -11,7 +11,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from vecfast.envs.nav.scenes import default_scene_dir, read_index
+from vecfast.envs.nav.scenes import read_index, split_scene_dir
 from vecfast.envs.nav.sim import NavConfig, NavSim, entropy_seed
 
 _EPISODE_METRICS = ("success", "spl", "episode_return", "episode_length")
@@ -33,14 +33,15 @@ def observation_space(config: NavConfig) -> gym.spaces.Dict:
 def make_sim(
     num_envs: int,
     scenes: str | Path | None,
+    split: str,
     max_envs_per_scene: int,
     rotation_episodes: int | None,
     scene_seed: int,
     device: str | torch.device,
     config_kwargs: dict[str, Any],
 ) -> NavSim:
-    """The simulator both env classes build on; ``scenes=None`` uses the default set in the user cache."""
-    index = read_index(scenes if scenes is not None else default_scene_dir())
+    """The simulator both env classes build on; ``scenes=None`` uses the default sets in the user cache."""
+    index = read_index(split_scene_dir(scenes, split))
     config = NavConfig(**config_kwargs)
     return NavSim(num_envs, index, max_envs_per_scene, rotation_episodes, scene_seed, config, device)
 
@@ -61,7 +62,8 @@ class BatchedPointNavEnv(VectorEnv):
     ``spl``, ``episode_return`` and ``episode_length``.
 
     Scenes come from ``scenes`` (a directory made by ``vecfast nav make-scenes``; default:
-    a small set in the user cache). Groups of ``max_envs_per_scene`` envs share a scene,
+    small sets in the user cache), of ``split``: "train" (the default) or "val", scenes never
+    trained on (:func:`~vecfast.envs.nav.scenes.split_scene_dir`). Groups of ``max_envs_per_scene`` envs share a scene,
     ``ceil(num_envs / max_envs_per_scene)`` are referenced (plus one while a group moves to
     its next scene) and each resident scene is held once; after ``rotation_episodes``
     episodes a group moves on to the next scene of the dataset, loaded in the background.
@@ -79,10 +81,12 @@ class BatchedPointNavEnv(VectorEnv):
         rotation_episodes: int | None = None,
         scene_seed: int = 0,
         as_torch: bool = False,
+        split: str = "train",
         **config_kwargs: Any,
     ) -> None:
         self.as_torch = as_torch
-        self.sim = make_sim(num_envs, scenes, max_envs_per_scene, rotation_episodes, scene_seed, device, config_kwargs)
+        sim_args = (scenes, split, max_envs_per_scene, rotation_episodes, scene_seed, device, config_kwargs)
+        self.sim = make_sim(num_envs, *sim_args)
         self.num_envs = num_envs
         self.device = self.sim.device
         self.single_observation_space = observation_space(self.sim.config)
