@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import vecfast
+from vecfast.cli import CommandError
 from vecfast.envs.nav import BatchedPointNavEnv, PointNavEnv
 from vecfast.envs.nav.cli import add_nav_commands
 from vecfast.envs.nav.geodesic import distance_field, grid_moves
@@ -265,20 +266,32 @@ def test_val_scenes_are_held_out_from_training(tmp_path: Path, monkeypatch: pyte
     val split only ever holds val scenes; a user's directory holds each split in a subdirectory."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     dirs = {split: split_scene_dir(None, split) for split in ("train", "val")}
+    assert dirs["train"] == default_scene_dir() != dirs["val"]  # each split its own directory and index
     names = {split: {p.name for p in d.glob("*.npz")} for split, d in dirs.items()}
-    assert names["train"] and names["val"] and not names["train"] & names["val"]
+    assert (len(names["train"]), len(names["val"])) == (8, 16) and not names["train"] & names["val"]
     layouts = {split: {np.load(p)["walkable"].tobytes() for p in d.glob("*.npz")} for split, d in dirs.items()}
     assert not layouts["train"] & layouts["val"]  # not the same floor plan under another name either
-    env = vecfast.make_vec("vecfast/PointNav-v0", 4, split="val", max_envs_per_scene=2, rotation_episodes=1)
+    val_stems = {Path(n).stem for n in names["val"]}
+    env = vecfast.make_vec("vecfast/PointNav-v0", 4, split="val", width=8, height=8)
+    seen: set[str] = set()
     try:
         env.reset(seed=0)
         for _ in range(30):
             env.step(np.zeros(4, np.int64))  # STOP: every step ends an episode, so the scenes rotate
-            assert {n for n in env.unwrapped.resident_scenes if n} <= {Path(n).stem for n in names["val"]}
+            resident = {n for n in env.unwrapped.resident_scenes if n}
+            assert resident <= val_stems
+            seen |= resident
     finally:
         env.close()
-    with pytest.raises(ValueError, match="split must be one of"):
-        BatchedPointNavEnv(2, split="test")
+    # val's default: an env per scene, rotating every 4 episodes, so a few envs evaluate on every val scene
+    assert seen == val_stems
+    single = gymnasium.make("vecfast/PointNav-v0", split="val", width=8, height=8)
+    single.reset(seed=0)
+    assert {n for n in single.unwrapped.sim.bank.resident if n} <= val_stems
+    single.close()
+    for bad in ("test", "Val", None):
+        with pytest.raises(ValueError, match="split must be one of \\['train', 'val'\\]"):
+            BatchedPointNavEnv(2, split=bad)
     flat = tmp_path / "flat"
     make_scenes(1, seed=5, out_dir=flat)
     assert split_scene_dir(flat, "train") == flat
@@ -289,6 +302,26 @@ def test_val_scenes_are_held_out_from_training(tmp_path: Path, monkeypatch: pyte
     args = parser.parse_args(["nav", "make-scenes", "--num", "1", "--out", str(flat), "--split", "val"])
     assert args.handler(args) == 0 and split_scene_dir(flat, "val") == flat / "val"
     assert [p.name for p in (flat / "val").glob("*.npz")] == ["scene_1_00000.npz"]  # the val split's seed
+    assert split_scene_dir(flat, "train") == flat  # the flat set stays the training set
+
+
+def test_a_directorys_train_and_val_scenes_cannot_overlap(tmp_path: Path) -> None:
+    """A scene file's name is its (seed, index): make-scenes refuses a split that would share one with the
+    other split, and an env refuses a val set that shares one with its directory's training set."""
+    parser = argparse.ArgumentParser()
+    add_nav_commands(parser.add_subparsers(dest="command"))
+    out = str(tmp_path / "mine")
+    args = parser.parse_args(["nav", "make-scenes", "--num", "2", "--seed", "1", "--out", out, "--split", "train"])
+    assert args.handler(args) == 0
+    args = parser.parse_args(["nav", "make-scenes", "--num", "1", "--out", out, "--split", "val"])  # seed 1 too
+    with pytest.raises(CommandError, match="would share 1 scene\\(s\\) \\(scene_1_00000.npz\\)"):
+        args.handler(args)
+    assert not (tmp_path / "mine" / "val").exists()  # refused before writing anything
+    args = parser.parse_args(["nav", "make-scenes", "--num", "1", "--seed", "2", "--out", out, "--split", "val"])
+    assert args.handler(args) == 0 and split_scene_dir(tmp_path / "mine", "val") == tmp_path / "mine" / "val"
+    make_scenes(1, seed=1, out_dir=tmp_path / "mine" / "val")  # by hand, past the command's check
+    with pytest.raises(ValueError, match="share 1 scene"):
+        BatchedPointNavEnv(2, scenes=tmp_path / "mine", split="val")
 
 
 # ---------------------------------------------------------------------------- dynamics and metrics

@@ -20,6 +20,7 @@ from vecfast.envs.nav import BatchedPointNavEnv
 from vecfast.envs.nav.scenes import make_scenes
 from vecfast.trainers import ActorCritic, EvalResult, TrainConfig, TrainResult, evaluate, load_policy, train
 from vecfast.trainers.enjoy import enjoy
+from vecfast.trainers.evaluation import make_eval_env
 
 FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
 TINY = {"encoder_mlp_layers": (16,), "rnn_size": 16, "nonlinearity": "tanh"}
@@ -188,6 +189,27 @@ def test_env_keyword_arguments_reach_the_env_and_metrics_read_as_attributes(tmp_
     with pytest.raises(TypeError, match="need an env id"):
         evaluate(policy, env, episodes=2, split="val")
     env.close()
+
+
+def test_a_pointnav_run_evaluates_on_the_held_out_scenes(tmp_path: Path) -> None:
+    """evaluate(run_dir, env="vecfast/PointNav-v0", split="val"): the run's policy on the val scenes of its
+    directory, in the batched env (one simulator, not a process per env)."""
+    scenes = tmp_path / "scenes"
+    make_scenes(1, seed=0, out_dir=scenes / "train")
+    make_scenes(1, seed=1, out_dir=scenes / "val")
+    nav = {"scenes": scenes, "width": 40, "height": 40, "max_episode_steps": 20}
+    run = train(lambda: BatchedPointNavEnv(2, **nav), algo="ppo", total_env_steps=64, run_dir=tmp_path / "run",
+                rollout=16, batch_size=32, use_rnn=False, **TINY)  # fmt: skip
+    eval_env = make_eval_env("vecfast/PointNav-v0", 2, split="val", **nav)
+    try:
+        assert isinstance(eval_env, BatchedPointNavEnv)  # its vector_entry_point
+        assert set(eval_env.resident_scenes) == {"scene_1_00000"}
+    finally:
+        eval_env.close()
+    result = evaluate(run.run_dir, env="vecfast/PointNav-v0", split="val", episodes=4, num_envs=2, **nav)
+    assert result.episodes == 4 and max(result.lengths) <= 20  # max_episode_steps reached the env
+    assert 0.0 <= result.success <= 1.0 and 0.0 <= result.spl <= result.success
+    assert (result.success, result.spl) == (result.metrics["success"], result.metrics["spl"])
 
 
 def test_pointnav_success_and_spl_come_from_the_final_infos(tmp_path: Path) -> None:

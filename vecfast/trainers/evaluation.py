@@ -48,8 +48,9 @@ class EvalResult:
     ``std_return`` is the population standard deviation (``np.std``). ``metrics``: the mean
     of every numeric scalar the env reported in an episode's final info (e.g. PointNav's
     ``success`` and ``spl``, the Doom full games' ``frags``), over the episodes that
-    reported it. ``cut_episodes``: episodes stopped at ``max_steps`` (their returns and
-    lengths are counted up to there; they report no metrics).
+    reported it, also read as attributes (``result.success``, ``result.spl``; a name the env did
+    not report raises AttributeError listing those it did). ``cut_episodes``: episodes stopped
+    at ``max_steps`` (their returns and lengths are counted up to there; they report no metrics).
     """
 
     episodes: int
@@ -67,6 +68,9 @@ class EvalResult:
         if name in metrics:
             return metrics[name]
         raise AttributeError(f"{type(self).__name__} has no attribute or metric {name!r}; metrics: {sorted(metrics)}")
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self.metrics})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for ``json.dumps``."""

@@ -30,11 +30,17 @@ def add_nav_commands(subparsers: Any) -> None:
 
 def _make_scenes(args: argparse.Namespace) -> int:
     from vecfast.cli import CommandError
-    from vecfast.envs.nav.scenes import SPLIT_SEEDS, default_scene_dir, make_scenes
+    from vecfast.envs.nav.scenes import SPLIT_SEEDS, check_disjoint, default_scene_dir, make_scenes
 
     if args.num <= 0:
         raise CommandError(f"--num must be > 0, got {args.num}")
     seed = args.seed if args.seed is not None else SPLIT_SEEDS[args.split or "train"]
+    if args.out is not None:  # the user cache keeps each seed's set apart; a directory's splits must not meet
+        names = [f"scene_{seed}_{i:05d}.npz" for i in range(args.num)]
+        try:
+            check_disjoint(args.out, (args.split or "train", names))
+        except ValueError as e:
+            raise CommandError(str(e)) from None
     out = args.out if args.out is not None else default_scene_dir(args.num, seed)
     if args.out is not None and args.split:
         out = args.out / args.split

@@ -26,7 +26,7 @@ class PointNavEnv(gym.Env):
     def __init__(
         self,
         scenes: str | Path | None = None,
-        max_envs_per_scene: int = 32,
+        max_envs_per_scene: int | None = None,
         device: str | torch.device = "cpu",
         rotation_episodes: int | None = None,
         scene_seed: int = 0,

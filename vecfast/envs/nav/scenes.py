@@ -50,6 +50,9 @@ INDEX_FILE = "index.json"
 # split -> the seed of its scenes: scenes are generated from (seed, index), so the splits draw from
 # disjoint generator streams and no scene of one is a scene of the other
 SPLIT_SEEDS = {"train": 0, "val": 1}
+# split -> the size of its default set in the user cache: val is only evaluated on, so it can be larger
+# (a scene takes ~0.2 s to generate, once) and an evaluation averages over more floor plans
+DEFAULT_SPLIT_SIZES = {"train": DEFAULT_SET_SIZE, "val": 16}
 
 _WALL = 0.12  # wall thickness, metres
 _MIN_ROOM = 1.6  # smallest room side, metres
@@ -413,16 +416,20 @@ def default_scene_dir(num: int = DEFAULT_SET_SIZE, seed: int = 0) -> Path:
 def split_scene_dir(scenes: str | Path | None, split: str) -> Path:
     """The scene directory of ``split`` ("train" or "val", held out: never trained on).
 
-    ``scenes=None``: the default sets in the user cache, of seed 0 (train) and 1 (val). A directory
-    of your own holds each split in a subdirectory (``DIR/train``, ``DIR/val``: ``vecfast nav
-    make-scenes --out DIR --split val``); a directory with its scenes at the top is a training set only.
+    ``scenes=None``: the default sets in the user cache, 8 scenes of seed 0 (train) and 16 of seed 1
+    (val), each in its own directory with its own index. A directory of your own holds each split in
+    a subdirectory (``DIR/train``, ``DIR/val``: ``vecfast nav make-scenes --out DIR --split val``); a
+    directory with its scenes at the top is a training set only. A val set that shares a scene file
+    with its directory's training set is refused (:class:`ValueError`).
     """
     if split not in SPLIT_SEEDS:
         raise ValueError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
     if scenes is None:
-        return default_scene_dir(DEFAULT_SET_SIZE, SPLIT_SEEDS[split])
+        return default_scene_dir(DEFAULT_SPLIT_SIZES[split], SPLIT_SEEDS[split])
     scenes = Path(scenes)
     if (scenes / split / INDEX_FILE).exists():
+        if split == "val":
+            check_disjoint(scenes)
         return scenes / split
     if split == "train" and (scenes / INDEX_FILE).exists():
         return scenes
@@ -430,6 +437,29 @@ def split_scene_dir(scenes: str | Path | None, split: str) -> Path:
         f"{scenes} has no {split!r} scenes ({scenes / split / INDEX_FILE}): make them with "
         f"`vecfast nav make-scenes --out {scenes} --split {split}`"
     )
+
+
+def check_disjoint(scenes: Path, adding: tuple[str, list[str]] | None = None) -> None:
+    """Raise :class:`ValueError` if the train and val sets of the directory ``scenes`` share a scene, with
+    ``adding`` (split, file names about to be written to it) counted in. A scene file's name is its
+    (seed, index), the whole of what generates it, so sets of disjoint names hold no scene in common."""
+    train_dir = scenes / "train" if (scenes / "train" / INDEX_FILE).exists() else scenes
+    names = {split: set(_index_files(d)) for split, d in (("train", train_dir), ("val", scenes / "val"))}
+    if adding is not None:
+        names[adding[0]] |= set(adding[1])
+    shared = sorted(names["train"] & names["val"])
+    if shared:
+        verb = "share" if adding is None else "would share"
+        raise ValueError(
+            f"the train and val scenes of {scenes} {verb} {len(shared)} scene(s) ({', '.join(shared[:3])}"
+            f"{', ...' if len(shared) > 3 else ''}): make the val split from another --seed than the train split"
+        )
+
+
+def _index_files(scene_dir: Path) -> list[str]:
+    """The scene files a directory's index lists (none without an index)."""
+    index_path = scene_dir / INDEX_FILE
+    return [e["file"] for e in json.loads(index_path.read_text()).get("scenes", [])] if index_path.exists() else []
 
 
 @contextlib.contextmanager

@@ -15,6 +15,10 @@ from vecfast.envs.nav.scenes import read_index, split_scene_dir
 from vecfast.envs.nav.sim import NavConfig, NavSim, entropy_seed
 
 _EPISODE_METRICS = ("success", "spl", "episode_return", "episode_length")
+# split -> default max_envs_per_scene: training shares scenes between many envs (Large Batch Simulation);
+# val gives each env its own scene, rotating every 4 episodes, so that a few envs evaluate on every held-out
+# scene (with 8 envs sharing one, 200 episodes would see 2 of them) and many envs spread over them evenly
+DEFAULT_ENVS_PER_SCENE = {"train": 32, "val": 1}
 
 Array = np.ndarray | torch.Tensor
 
@@ -34,7 +38,7 @@ def make_sim(
     num_envs: int,
     scenes: str | Path | None,
     split: str,
-    max_envs_per_scene: int,
+    max_envs_per_scene: int | None,
     rotation_episodes: int | None,
     scene_seed: int,
     device: str | torch.device,
@@ -42,6 +46,8 @@ def make_sim(
 ) -> NavSim:
     """The simulator both env classes build on; ``scenes=None`` uses the default sets in the user cache."""
     index = read_index(split_scene_dir(scenes, split))
+    if max_envs_per_scene is None:
+        max_envs_per_scene = DEFAULT_ENVS_PER_SCENE[split]
     config = NavConfig(**config_kwargs)
     return NavSim(num_envs, index, max_envs_per_scene, rotation_episodes, scene_seed, config, device)
 
@@ -63,7 +69,8 @@ class BatchedPointNavEnv(VectorEnv):
 
     Scenes come from ``scenes`` (a directory made by ``vecfast nav make-scenes``; default:
     small sets in the user cache), of ``split``: "train" (the default) or "val", scenes never
-    trained on (:func:`~vecfast.envs.nav.scenes.split_scene_dir`). Groups of ``max_envs_per_scene`` envs share a scene,
+    trained on (:func:`~vecfast.envs.nav.scenes.split_scene_dir`). Groups of ``max_envs_per_scene`` envs
+    (default: 32 for train, 1 for val, so that an evaluation visits every held-out scene) share a scene,
     ``ceil(num_envs / max_envs_per_scene)`` are referenced (plus one while a group moves to
     its next scene) and each resident scene is held once; after ``rotation_episodes``
     episodes a group moves on to the next scene of the dataset, loaded in the background.
@@ -76,7 +83,7 @@ class BatchedPointNavEnv(VectorEnv):
         self,
         num_envs: int,
         scenes: str | Path | None = None,
-        max_envs_per_scene: int = 32,
+        max_envs_per_scene: int | None = None,
         device: str | torch.device = "cpu",
         rotation_episodes: int | None = None,
         scene_seed: int = 0,
