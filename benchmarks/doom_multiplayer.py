@@ -5,8 +5,6 @@ timed):
 
 * ``shared``: ``doom_duel_v0.vector_env(M)`` (2M agent slots; with two workers each holds
   one player position of every match; games in lockstep);
-* ``per match``: M ``doom_duel_v0`` ParallelEnvs as one ``MultiAgentVectorEnv`` (matches in
-  the workers, each player's game behind a worker process of its own: 2M more processes);
 * ``vs bots``: ``vecfast/DoomDuelBots-v0`` (one learning player against one built-in bot,
   the same map, screen and action heads) with 2M envs in an ``AsyncSharedMemVectorEnv``.
 
@@ -32,11 +30,7 @@ import psutil
 
 import vecfast
 from vecfast.bench import batch_stepper, cpu_seconds, run_for
-from vecfast.multiagent import MultiAgentVectorEnv, doom_duel_v0
-
-
-def _per_match(num_matches: int, num_workers: int) -> Any:
-    return MultiAgentVectorEnv([doom_duel_v0.parallel_env] * num_matches, num_workers=min(num_workers, num_matches))
+from vecfast.multiagent import doom_duel_v0
 
 
 def _shared(num_matches: int, num_workers: int) -> Any:
@@ -73,24 +67,17 @@ def main() -> None:
     rows = []
     for m in args.matches:
         row = {"matches": m}
-        for name, build in (("shared", _shared), ("per_match", _per_match), ("vs_bots", _vs_bots)):
+        for name, build in (("shared", _shared), ("vs_bots", _vs_bots)):
             row[name] = measure(build(m if name != "vs_bots" else 2 * m, args.num_workers), args.seconds)
         rows.append(row)
     print(f"\n{args.seconds} s per measurement, random actions, 128x72 screens, frame skip 2; CPU: ms per 1000 steps")
-    print(
-        "| M | shared agent-steps/s | per-match agent-steps/s | vs-bots steps/s (2M envs) | per agent (shared) |"
-        " shared CPU | per-match CPU | vs-bots CPU |"
-    )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| M | agent-steps/s | vs-bots steps/s (2M envs) | per agent | CPU | vs-bots CPU |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
-        (shared, shared_cpu), (per_match, per_match_cpu), (bots, bots_cpu) = (
-            row["shared"],
-            row["per_match"],
-            row["vs_bots"],
-        )
+        (shared, shared_cpu), (bots, bots_cpu) = row["shared"], row["vs_bots"]
         print(
-            f"| {row['matches']} | {shared:,.0f} | {per_match:,.0f} | {bots:,.0f} | {shared / bots:.2f}x "
-            f"| {shared_cpu:,.0f} | {per_match_cpu:,.0f} | {bots_cpu:,.0f} |"
+            f"| {row['matches']} | {shared:,.0f} | {bots:,.0f} | {shared / bots:.2f}x "
+            f"| {shared_cpu:,.0f} | {bots_cpu:,.0f} |"
         )
     if args.json:
         with open(args.json, "w") as f:

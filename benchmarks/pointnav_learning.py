@@ -37,9 +37,20 @@ def untrained_policy(run_dir: Path) -> ActorCritic:
     return ActorCritic(*spaces, cfg).eval()
 
 
+def training_minutes(run_dir: Path) -> dict[int, float]:
+    """env steps -> minutes of training so far; a resumed run's clock starts again at 0, so its time is added on."""
+    minutes_at, before, last = {}, 0.0, 0.0
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["time"] < last:
+            before += last
+        last = record["time"]
+        minutes_at[record["env_steps"]] = (before + last) / 60
+    return minutes_at
+
+
 def curve(run_dir: Path, episodes: int, num_envs: int) -> list[dict[str, Any]]:
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    minutes_at = {m["env_steps"]: m["time"] / 60 for m in metrics}
+    minutes_at = training_minutes(run_dir)
     points = [(0, 0.0, untrained_policy(run_dir))]
     for path in sorted(last_checkpoints(run_dir)):
         steps = load_checkpoint(path)["env_steps"]
@@ -71,6 +82,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200, help="validation episodes per point of the curve")
     parser.add_argument("--eval-envs", type=int, default=64)
     parser.add_argument("--run-dir", type=Path)
+    parser.add_argument("--resume", action="store_true", help="train --run-dir's run on for --minutes more")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -83,6 +95,7 @@ def main() -> None:
                 num_processes=args.num_processes,
                 total_env_steps=10**10,
                 run_dir=run_dir,
+                resume=args.resume,
                 train_for_seconds=args.minutes * 60,
                 save_every_sec=args.checkpoint_every_min * 60,
                 keep_checkpoints=1000,

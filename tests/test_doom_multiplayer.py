@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ import pytest
 from helpers import descendants, shm_entries, shm_files_used_by, vizdoom_shm_left, wait_gone
 from pettingzoo.test import api_test, parallel_api_test
 
-from vecfast.multiagent import MultiAgentVectorEnv, doom_deathmatch_v0, doom_duel_v0, doom_match
+from vecfast.multiagent import doom_deathmatch_v0, doom_duel_v0, doom_vector
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -81,33 +80,12 @@ def test_a_duel_plays_to_its_time_limit_and_starts_again() -> None:
         outcomes = sorted(infos[agent]["outcome"] for agent in env.possible_agents)
         frags = [infos[agent]["frags"] for agent in env.possible_agents]
         assert outcomes == (["draw", "draw"] if frags[0] == frags[1] else ["loss", "win"])
+        for agent in env.possible_agents:
+            assert infos[agent]["true_objective"] == float(infos[agent]["outcome"] == "win")
         assert env.restarts == 0
         env.reset(seed=1)
         _, _, _, truncations, _ = env.step({agent: NOOP for agent in env.agents})
         assert not any(truncations.values())
-    finally:
-        env.close()
-
-
-def test_matches_side_by_side_as_one_vector_env(process_guard: Any) -> None:
-    env = MultiAgentVectorEnv([lambda: doom_duel_v0.parallel_env(timelimit_minutes=SHORT)] * 2, num_workers=2)
-    process_guard.watch(descendants())
-    try:
-        obs, infos = env.reset(seed=0)
-        assert env.num_envs == 4 and obs["screen"].shape == (4, 3, 72, 128)
-        assert infos["agent_id"].tolist() == ["player_0", "player_1"] * 2
-        # Each match in a private network of its own (both on Doom's port) or, without one, on its own port.
-        networks = Counter(os.readlink(f"/proc/{game.pid}/ns/net") for game in games())
-        assert sorted(networks.values()) == [2, 2] or len(set(env.get_attr("port"))) == 2
-        ended = 0
-        for _ in range(110):  # two matches each (52-53 steps, then a reset step)
-            actions = np.stack([env.single_action_space.sample() for _ in range(env.num_envs)])
-            obs, rewards, terminated, truncated, infos = env.step(actions)
-            assert not terminated.any()
-            ended += int(truncated.sum())
-        assert ended == 8  # each player of each match, twice
-        assert len(games()) == 4
-        assert env.get_attr("restarts") == (0,) * 4
     finally:
         env.close()
 
@@ -148,18 +126,18 @@ def test_a_taken_port_is_replaced_without_a_crash(tmp_path: Any) -> None:
     script = textwrap.dedent(
         """
         import socket, warnings
-        from vecfast.multiagent import doom_deathmatch_v0, doom_match
+        from vecfast.multiagent import doom_deathmatch_v0, doom_player
         taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         taken.bind(("0.0.0.0", 0))  # as a VizDoom host binds it
         picks = iter([taken.getsockname()[1]])
-        real = doom_match.free_udp_port
-        doom_match.free_udp_port = lambda: next(picks, None) or real()
+        real = doom_player.free_udp_port
+        doom_player.free_udp_port = lambda: next(picks, None) or real()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             env = doom_deathmatch_v0.parallel_env(
                 num_agents=2, timelimit_minutes=0.05, timeout=3.0, network_isolation=False
             )
-        assert [w.category for w in caught] == [doom_match.NetworkIsolationWarning], caught
+        assert [w.category for w in caught] == [doom_player.NetworkIsolationWarning], caught
         obs, _ = env.reset(seed=0)
         assert sorted(obs) == ["player_0", "player_1"] and env.restarts >= 1, (obs, env.restarts)
         env.step({a: [0, 0, 0, 0, 0, 0, 10] for a in env.agents})
@@ -233,8 +211,9 @@ def test_vector_env_runs_matches_in_shared_workers(process_guard: Any) -> None:
                 ends.append(t)
                 frags = infos["frags"].reshape(2, 2)
                 for m in np.flatnonzero(truncated.reshape(2, 2).all(axis=1)):
-                    want = doom_match.outcomes(frags[m])
+                    want = doom_vector.outcomes(frags[m])
                     assert infos["outcome"][2 * m : 2 * m + 2].tolist() == want
+                    assert infos["true_objective"][2 * m : 2 * m + 2].tolist() == [float(o == "win") for o in want]
             elif ends and t == ends[-1] + 1:
                 assert not infos["active"].any()  # the reset step
             else:
@@ -265,6 +244,7 @@ def test_built_in_bots_join_networked_matches(module: Any, num_bots: int, proces
                 assert env.call("player_count")[0] == 2 + num_bots  # as the host sees it
             if truncated.any():
                 assert truncated.all() and "match_restarted" not in infos
+                np.testing.assert_array_equal(infos["true_objective"], infos["frags"])  # against bots: frags
                 ends.append(t)
         assert len(ends) == 1
     finally:

@@ -24,7 +24,7 @@ import psutil
 import pytest
 from helpers import descendants, wait_gone
 
-from vecfast.multiagent import doom_duel_v0, doom_match
+from vecfast.multiagent import doom_duel_v0, doom_player
 from vecfast.network_isolation import (
     ENV_VAR,
     NetworkIsolationError,
@@ -109,17 +109,17 @@ def test_free_udp_port_binds_loopback_unless_told_otherwise(monkeypatch: pytest.
             bound.append(address)
             super().bind(address)
 
-    monkeypatch.setattr(doom_match.socket, "socket", Recording)
-    port = doom_match.free_udp_port()
+    monkeypatch.setattr(doom_player.socket, "socket", Recording)
+    port = doom_player.free_udp_port()
     assert bound == [("127.0.0.1", 0)] and 0 < port < 65536
-    assert doom_match.udp_port_free(port)
+    assert doom_player.udp_port_free(port)
     assert bound[-1] == ("127.0.0.1", port)
-    doom_match.free_udp_port("0.0.0.0")  # another address only when asked
+    doom_player.free_udp_port("0.0.0.0")  # another address only when asked
     assert bound[-1] == ("0.0.0.0", 0)
     monkeypatch.undo()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
         taken.bind(("0.0.0.0", 0))  # as a VizDoom host binds its port
-        assert not doom_match.udp_port_free(taken.getsockname()[1])
+        assert not doom_player.udp_port_free(taken.getsockname()[1])
 
 
 @isolating
@@ -193,7 +193,7 @@ def test_without_a_private_network_a_match_warns_and_plays(
     def unavailable(engine: str) -> PrivateNetwork:
         raise NetworkIsolationError("cannot create a user namespace (No space left on device)")
 
-    monkeypatch.setattr(doom_match, "PrivateNetwork", unavailable)
+    monkeypatch.setattr(doom_player, "PrivateNetwork", unavailable)
     with pytest.raises(NetworkIsolationError, match="user namespace"):
         closing(doom_duel_v0.parallel_env(timelimit_minutes=SHORT, network_isolation=True))  # required: no fallback
     with pytest.warns(NetworkIsolationWarning, match="no private network can be made here: cannot create a user"):

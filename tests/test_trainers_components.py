@@ -3,6 +3,8 @@ the PPO algorithm."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,7 @@ from gymnasium import spaces
 
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.losses import gae, vtrace
-from vecfast.trainers.models import ActorCritic, obs_to_tensors
+from vecfast.trainers.models import ActorCritic, ActState, obs_to_tensors
 from vecfast.trainers.normalize import RunningMeanStd
 from vecfast.trainers.ppo import PPO
 from vecfast.trainers.storage import Trajectories
@@ -54,6 +56,22 @@ def test_act_gives_valid_actions_for_dict_observations(action_space: spaces.Spac
     np.testing.assert_array_equal(
         model.act(obs, deterministic=True, episode_start=start), model.act(obs, deterministic=True, episode_start=start)
     )
+
+
+def test_callers_with_their_own_act_state_do_not_share_recurrent_state() -> None:
+    """Two opponents of one model, same batch size: each one's actions are those it gets acting alone."""
+    torch.manual_seed(0)
+    model = ActorCritic(DICT_OBS, spaces.Discrete(4), small_config())
+    alone = copy.deepcopy(model)
+    first = np.ones(5, dtype=bool)
+    mine, theirs = ActState(), ActState()
+    for t in range(4):
+        obs, other = sample_obs(DICT_OBS, 5, seed=t), sample_obs(DICT_OBS, 5, seed=100 + t)
+        start = first if t == 0 else None
+        expected = alone.act(obs, deterministic=True, episode_start=start)
+        model.act(other, deterministic=True, episode_start=start, state=theirs)
+        np.testing.assert_array_equal(model.act(obs, deterministic=True, episode_start=start, state=mine), expected)
+    assert mine.hidden is not None and not torch.equal(mine.hidden, theirs.hidden)
 
 
 def test_box_channels_last_images_and_discrete_observations() -> None:

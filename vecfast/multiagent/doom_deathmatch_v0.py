@@ -3,7 +3,8 @@
 ``parallel_env(num_agents=4, num_bots=0, frame_skip=2, timelimit_minutes=4.0, resolution=(128, 72),
 reward_shaping=None, ...)`` returns a :class:`~vecfast.multiagent.doom_match.DoomMatch`;
 ``env(...)`` its AEC version; ``vector_env(num_matches, ...)`` many matches as one flat vector
-env of agent slots (:class:`~vecfast.multiagent.doom_vector.DoomMatchesVectorEnv`).
+env of agent slots (:class:`~vecfast.multiagent.doom_vector.DoomMatchesVectorEnv`, which also plays the
+match of ``parallel_env``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Many networked Doom matches as one flat vector env, the players of all matches sharing worker processes."""
+"""Networked Doom matches as one flat vector env of agent slots: vecfast's one implementation of multiplayer Doom.
+
+The PettingZoo envs (:class:`~vecfast.multiagent.doom_match.DoomMatch`, one match) and the
+trainers (many matches) both play through :class:`DoomMatchesVectorEnv`.
+"""
 
 from __future__ import annotations
 
@@ -9,43 +13,65 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from vecfast.multiagent.doom_match import MATCH_FAILURES, DoomPlayerEnv, MatchNetwork, outcomes, start_match
+from vecfast.multiagent.doom_player import DoomPlayerEnv, MatchNetwork, PortTakenError
 from vecfast.multiagent.slots import SlotLayout
-from vecfast.vector import AsyncSharedMemVectorEnv
+from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.action_check import check_action_batch
 from vecfast.vector.shared_buffers import map_tree
 
-__all__ = ["DoomMatchesVectorEnv"]
+__all__ = ["DoomMatchesVectorEnv", "outcomes"]
+
+MATCH_FAILURES = (EnvError, StepTimeoutError, WorkerDiedError, PortTakenError)  # what tears the matches down
+
+
+def outcomes(frags: np.ndarray) -> list[str]:
+    """Each player's result by final frags: ``"win"`` (most, alone), ``"draw"`` (most, tied) or ``"loss"``."""
+    top = frags == frags.max()
+    return ["loss" if not best else "win" if top.sum() == 1 else "draw" for best in top]
 
 
 class DoomMatchesVectorEnv(VectorEnv):
     """M networked Doom matches of ``num_agents`` players as one VectorEnv of M x num_agents agent slots.
 
-    Same slots, infos (``agent_id``, ``match_id``, ``active``, per-player figures and, when a
-    match ends, ``outcome``) and ``NEXT_STEP`` autoreset as
-    :class:`~vecfast.multiagent.MultiAgentVectorEnv` over
-    :class:`~vecfast.multiagent.doom_match.DoomMatch` (players never end before their
-    match), but without a process per match: every player's game is one env of a single
+    Slot ``m * num_agents + a`` is player ``a`` (``"player_a"``; player 0 hosts) of match
+    ``m``. Every player's game is one env of a single
     :class:`~vecfast.vector.AsyncSharedMemVectorEnv` whose workers each hold one player
-    position of a group of matches and step them in match order. The players of a match are
-    thus in different workers and always act at once (lockstep), and M matches cost
-    ``num_workers`` processes besides their games rather than M x (num_agents + 1).
+    position of a group of matches and step them in match order, so the players of a match
+    are in different workers and always act at once (lockstep), and M matches cost
+    ``num_workers`` processes besides their games.
 
-    Reliability: workers share matches, so a failure anywhere (a player process that dies,
-    a match that stops answering for ``timeout`` seconds, a host that cannot start) tears
-    down every match of this env and starts them again (in a fresh network, or on fresh
+    Each slot's observation and action space are those of the single-player full-game env
+    (:class:`~vecfast.envs.doom.DoomFullGameEnv`), its reward that env's shaping
+    (``reward_shaping``). Players respawn, so nobody terminates: all players of a match are
+    truncated together at ``timelimit_minutes``. Infos per slot: ``agent_id``, ``match_id``,
+    ``active`` (False on a reset step), the raw figures (frags, deaths, damage dealt and
+    taken, hits) every step and, on the step a match ends, ``outcome`` among the learning
+    players (``"win"``: most frags alone, ``"draw"``: most, tied, ``"loss"``) and
+    ``true_objective`` (1.0 for an outright win, else 0.0; with built-in bots in the match,
+    the player's frags). ``NEXT_STEP`` autoreset: an ended match's next step resets it.
+
+    Reliability: a failure anywhere (a player process that dies, a match that stops
+    answering for ``timeout`` seconds, a host that cannot start) tears down every match of
+    this env (its processes killed) and starts them again (in a fresh network, or on fresh
     ports): that step returns every slot ``truncated=True`` with ``info["match_restarted"]``
-    (the reason) and the next step resets them (``info["active"]`` False).
+    (the reason) and the next step, or ``reset``, starts the new matches. A start that fails
+    (a host whose port another process took meanwhile, games that do not connect) is tried
+    again likewise, up to ``max_start_attempts`` times in all.
+
+    The network (see :class:`~vecfast.multiagent.doom_player.MatchNetwork`): by default the
+    games play in a private network of their own where the platform allows it
+    (``network.isolated``), since VizDoom's engine listens on every address of the host;
+    otherwise in the host's network, with a ``NetworkIsolationWarning``;
+    ``network_isolation=True`` refuses the host's network, ``False`` uses it.
 
     Args:
         wad: the multiplayer map (``"multi_duel.wad"``, ``"multi_deathmatch.wad"``).
         num_matches: matches played at once.
-        num_agents: players per match.
+        num_agents: learning players per match.
         num_workers: a multiple of ``num_agents`` whose quotient divides ``num_matches``;
             default ``num_agents`` (one worker per player position).
-        timeout, max_start_attempts, network_isolation: as for
-            :class:`~vecfast.multiagent.doom_match.DoomMatch`; the games of all matches share
-            one private network (each match on its own port).
+        timeout: seconds the games wait for each other (connecting, and per step).
+        max_start_attempts, network_isolation: see above.
         spin_us: as for :class:`~vecfast.vector.AsyncSharedMemVectorEnv`.
         game_kwargs: ``num_bots`` (built-in bots per match), ``frame_skip``, ``timelimit_minutes``,
             ``resolution``, ``reward_shaping``, ``render_mode`` of every player's
@@ -67,6 +93,10 @@ class DoomMatchesVectorEnv(VectorEnv):
     ) -> None:
         if num_matches < 1 or num_agents < 1:
             raise ValueError(f"num_matches and num_agents must be >= 1, got {num_matches} and {num_agents}")
+        if game_kwargs.get("num_bots", 0) < 0:
+            raise ValueError(f"num_bots must be >= 0, got {game_kwargs['num_bots']}")
+        if max_start_attempts < 1:
+            raise ValueError(f"max_start_attempts must be >= 1, got {max_start_attempts}")
         num_workers = num_agents if num_workers is None else num_workers
         groups, rest = divmod(num_workers, num_agents)
         if rest or groups < 1 or num_matches % groups:
@@ -79,6 +109,7 @@ class DoomMatchesVectorEnv(VectorEnv):
         self.max_start_attempts = max_start_attempts
         self.restarts = 0  # times every match was torn down and started again
         self._spin_us = spin_us
+        self.num_bots = int(game_kwargs.get("num_bots", 0))
         self._game_kwargs = {"wad": wad, "connect_timeout": timeout, **game_kwargs}
         self.network = MatchNetwork(network_isolation)
         self.slots = SlotLayout(num_matches, [f"player_{p}" for p in range(num_agents)])
@@ -193,17 +224,17 @@ class DoomMatchesVectorEnv(VectorEnv):
     # ----------------------------------------------------------------- internals
     def _start_matches(self, env_seeds: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         """Reset the players (starting their games), starting everything again on failure."""
-
-        def reset(retry: bool) -> tuple[Any, dict[str, Any]]:
-            # New players' games all need their first reset: a reset mask no longer applies.
-            self.network.check_ports()
-            return self.players.reset(seed=env_seeds, options=None if retry else options)
-
-        def restart() -> None:
-            self._replace_players()
-            self._ended[:] = False
-
-        obs, infos = start_match(reset, restart, self.max_start_attempts, "matches")
+        for attempt in range(self.max_start_attempts):
+            try:
+                self.network.check_ports()
+                # New players' games all need their first reset: a reset mask no longer applies.
+                obs, infos = self.players.reset(seed=env_seeds, options=options if attempt == 0 else None)
+                break
+            except MATCH_FAILURES as exc:
+                if attempt + 1 == self.max_start_attempts:
+                    raise RuntimeError(f"no match started in {self.max_start_attempts} attempts: {exc}") from exc
+                self._replace_players()
+                self._ended[:] = False
         self._restart_pending = False
         self._last_obs = map_tree(lambda a: a[self._env_of_slot], obs)
         return self._last_obs, self.slots.add_ids(self._to_slots(infos))
@@ -223,9 +254,14 @@ class DoomMatchesVectorEnv(VectorEnv):
         frags = infos["frags"].reshape(self.num_matches, self.num_agents)
         over = self._ended.reshape(self.num_matches, self.num_agents).all(axis=1)
         result = np.full(self.num_envs, None, object)
+        objective = np.zeros(self.num_envs)
         for m in np.flatnonzero(over).tolist():
-            result[m * self.num_agents : (m + 1) * self.num_agents] = outcomes(frags[m])
-        infos["outcome"], infos["_outcome"] = result, np.repeat(over, self.num_agents)
+            match = slice(m * self.num_agents, (m + 1) * self.num_agents)
+            result[match] = outcomes(frags[m])
+            objective[match] = frags[m] if self.num_bots else result[match] == "win"
+        ended = np.repeat(over, self.num_agents)
+        infos["outcome"], infos["_outcome"] = result, ended
+        infos["true_objective"], infos["_true_objective"] = objective, ended
 
     def _to_slots(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Player-env-indexed info arrays (and masks) in slot order."""

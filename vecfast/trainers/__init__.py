@@ -14,7 +14,7 @@ from vecfast.trainers.config import TrainConfig
 if TYPE_CHECKING:
     from vecfast.trainers.evaluation import EvalResult, evaluate
     from vecfast.trainers.metrics import EpisodeStats, IterationMetrics, PolicyLag
-    from vecfast.trainers.models import ActorCritic
+    from vecfast.trainers.models import ActorCritic, ActState
     from vecfast.trainers.protocols import Algorithm, Trainer
     from vecfast.trainers.registry import register_algorithm, register_scheme, registered_algos, registered_schemes
     from vecfast.trainers.training import TrainResult, load_policy, train
@@ -23,6 +23,7 @@ _LAZY = {  # name -> the module that defines it
     "EvalResult": "vecfast.trainers.evaluation",
     "evaluate": "vecfast.trainers.evaluation",
     "ActorCritic": "vecfast.trainers.models",
+    "ActState": "vecfast.trainers.models",
     "EpisodeStats": "vecfast.trainers.metrics",
     "IterationMetrics": "vecfast.trainers.metrics",
     "PolicyLag": "vecfast.trainers.metrics",
@@ -47,6 +48,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ActState",
     "ActorCritic",
     "Algorithm",
     "EpisodeStats",

@@ -9,6 +9,7 @@ backpropagation through time, :meth:`ActorCritic.evaluate`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,17 @@ class VectorEncoder(nn.Module):
         return self.mlp(self.norm.normalize(x) if self.norm is not None else x)
 
 
+@dataclass
+class ActState:
+    """The recurrent state one caller of :meth:`ActorCritic.act` carries between its calls.
+
+    A row per observation of the caller's batch; it starts (again) from zeros when the
+    batch size changes.
+    """
+
+    hidden: torch.Tensor | None = None
+
+
 class ActorCritic(nn.Module):
     """Encoders, an optional GRU core, an actor head and a critic head (predicting normalised returns).
 
@@ -194,7 +206,7 @@ class ActorCritic(nn.Module):
         nn.init.orthogonal_(self.critic.weight, 1.0)
         nn.init.zeros_(self.critic.bias)
         self.returns_norm = RunningMeanStd((), clip=1e6) if cfg.normalize_returns else None
-        self._act_state: torch.Tensor | None = None
+        self._default_act_state = ActState()
 
     # ----------------------------------------------------------------- learning interface
     def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -263,7 +275,9 @@ class ActorCritic(nn.Module):
 
     # ----------------------------------------------------------------- user interface
     @torch.no_grad()
-    def act(self, obs: Any, deterministic: bool = False, episode_start: Any = None) -> np.ndarray:
+    def act(
+        self, obs: Any, deterministic: bool = False, episode_start: Any = None, state: ActState | None = None
+    ) -> np.ndarray:
         """Actions for a batch of observations (numpy, as a vector env returns them), or the action for one.
 
         One observation or a batch is told apart by shape, against the observation space:
@@ -272,7 +286,9 @@ class ActorCritic(nn.Module):
         leading dimension it is a batch and gets a batch of actions. Any other shape raises
         ValueError. A recurrent policy keeps its state per batch row between calls (one
         observation is a batch of one); pass ``episode_start`` (bool per row) to restart it
-        where an episode begins.
+        where an episode begins. Each caller that steps its own envs (two opponents sharing
+        one model, say) passes its own ``state`` (an :class:`ActState`, updated in place);
+        without one, calls share the model's default state.
         """
         device = next(self.parameters()).device
         entries = as_obs_dict(obs)
@@ -285,7 +301,12 @@ class ActorCritic(nn.Module):
             entries = {k: v[None] if hasattr(v, "shape") else np.asarray(v)[None] for k, v in entries.items()}
             if episode_start is not None:
                 episode_start = np.asarray(episode_start, dtype=bool).reshape(1)
-        actions = self._act_batch(obs_to_tensors(entries, device), deterministic, episode_start)
+        actions = self._act_batch(
+            obs_to_tensors(entries, device),
+            deterministic,
+            episode_start,
+            self._default_act_state if state is None else state,
+        )
         return actions[0] if single else actions
 
     def _is_single(self, obs: Mapping[str, Any]) -> bool:
@@ -307,15 +328,17 @@ class ActorCritic(nn.Module):
             raise ValueError(f"observation entries disagree on the batch: {sorted(kinds)}")
         return kinds == {"one"}
 
-    def _act_batch(self, tensors: dict[str, torch.Tensor], deterministic: bool, episode_start: Any) -> np.ndarray:
+    def _act_batch(
+        self, tensors: dict[str, torch.Tensor], deterministic: bool, episode_start: Any, state: ActState
+    ) -> np.ndarray:
         device = next(self.parameters()).device
         batch = next(iter(tensors.values())).shape[0]
-        if self._act_state is None or self._act_state.shape[0] != batch:
-            self._act_state = self.initial_state(batch, device)
+        if state.hidden is None or state.hidden.shape[0] != batch:
+            state.hidden = self.initial_state(batch, device)
         first = torch.zeros(batch, dtype=torch.bool, device=device)
         if episode_start is not None:
             first = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=device)
-        dist, _, self._act_state = self.step(tensors, self._act_state, first)
+        dist, _, state.hidden = self.step(tensors, state.hidden, first)
         return self.actor.to_env(dist.mode() if deterministic else dist.sample())
 
 
