@@ -38,15 +38,21 @@ def untrained_policy(run_dir: Path) -> ActorCritic:
 
 
 def training_minutes(run_dir: Path) -> dict[int, float]:
-    """env steps -> minutes of training so far; a resumed run's clock starts again at 0, so its time is added on."""
-    minutes_at, before, last = {}, 0.0, 0.0
+    """env steps -> minutes of training so far. A resumed run's clock starts again at 0 from its checkpoint, so
+    a segment adds on the time at which the segment before it reached the checkpoint's step count (records an
+    interrupted segment wrote after that checkpoint were never trained on and are dropped)."""
+    seconds_at: dict[int, float] = {}
+    offset, last = 0.0, 0.0
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
-        if record["time"] < last:
-            before += last
-        last = record["time"]
-        minutes_at[record["env_steps"]] = (before + last) / 60
-    return minutes_at
+        steps, time = record["env_steps"], record["time"]
+        if time < last:
+            earlier = [s for s in seconds_at if s <= steps]
+            offset = (seconds_at[max(earlier)] if earlier else 0.0) - time
+            seconds_at = {s: t for s, t in seconds_at.items() if s <= steps}
+        last = time
+        seconds_at[steps] = offset + time
+    return {steps: seconds / 60 for steps, seconds in seconds_at.items()}
 
 
 def curve(run_dir: Path, episodes: int, num_envs: int) -> list[dict[str, Any]]:

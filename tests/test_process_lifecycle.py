@@ -215,11 +215,11 @@ def test_a_stopped_worker_is_caught_while_the_others_keep_recv_busy(make_async):
     timeout = 1.0
     vec = make_async(env_fns(4, "box_f32"), num_workers=2, step_timeout=timeout, batch_size=1)
     actions = np.zeros((4, 2), np.float32)
+    start = time.monotonic()  # before anything is sent: the victim's timer starts at its last send
     vec.async_reset(seed=0)
     victim = vec.processes[1]  # envs 2 and 3
     try:
         os.kill(victim.pid, signal.SIGSTOP)
-        start = time.monotonic()
         received = 0
         with pytest.raises(StepTimeoutError) as caught:
             while time.monotonic() - start < timeout + 3 * LIVENESS_BOUND_S:
