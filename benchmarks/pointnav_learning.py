@@ -23,6 +23,7 @@ from typing import Any
 from train_appo import parse_overrides
 
 from vecfast.trainers import ActorCritic, TrainConfig, evaluate, train
+from vecfast.trainers.plot import training_seconds
 from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint, space_from_data
 from vecfast.trainers.training import load_policy
 
@@ -37,30 +38,12 @@ def untrained_policy(run_dir: Path) -> ActorCritic:
     return ActorCritic(*spaces, cfg).eval()
 
 
-def training_minutes(run_dir: Path) -> dict[int, float]:
-    """env steps -> minutes of training so far. A resumed run's clock starts again at 0 from its checkpoint, so
-    a segment adds on the time at which the segment before it reached the checkpoint's step count (records an
-    interrupted segment wrote after that checkpoint were never trained on and are dropped)."""
-    seconds_at: dict[int, float] = {}
-    offset, last = 0.0, 0.0
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        steps, time = record["env_steps"], record["time"]
-        if time < last:
-            earlier = [s for s in seconds_at if s <= steps]
-            offset = (seconds_at[max(earlier)] if earlier else 0.0) - time
-            seconds_at = {s: t for s, t in seconds_at.items() if s <= steps}
-        last = time
-        seconds_at[steps] = offset + time
-    return {steps: seconds / 60 for steps, seconds in seconds_at.items()}
-
-
 def curve(run_dir: Path, episodes: int, num_envs: int) -> list[dict[str, Any]]:
-    minutes_at = training_minutes(run_dir)
+    seconds_at = training_seconds(run_dir)  # a resumed run's sittings end to end
     points = [(0, 0.0, untrained_policy(run_dir))]
     for path in sorted(last_checkpoints(run_dir)):
         steps = load_checkpoint(path)["env_steps"]
-        points.append((steps, minutes_at.get(steps, float("nan")), load_policy(path)))
+        points.append((steps, seconds_at.get(steps, float("nan")) / 60, load_policy(path)))
     rows = []
     for steps, minutes, policy in points:
         result = evaluate(policy, env=ENV_ID, episodes=episodes, num_envs=num_envs, split="val")

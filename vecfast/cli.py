@@ -178,7 +178,67 @@ def _add_train_commands(subparsers: Any) -> None:
     add_train_commands(subparsers)
 
 
-_SUBCOMMANDS: list[Callable[[Any], None]] = [_add_bench, _add_nav_commands, _add_train_commands]
+_PLOT_INSTALL = "pip install 'vecfast[plot]'"
+_PLOT_X = {"steps": ["env_steps"], "frames": ["env_frames"], "time": ["time"], "both": ["env_steps", "time"]}
+
+
+def _add_plot(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "plot",
+        help="draw learning curves of run directories into a PNG",
+        description="Draw the mean episode return and the env's metrics (success, SPL, ...) of run directories "
+        "against env steps and training time into a PNG. Runs of one config but for the seed are drawn thin, "
+        f"with their median bold. Needs matplotlib: {_PLOT_INSTALL}.",
+    )
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="directories with metrics.jsonl")
+    parser.add_argument("--out", "-o", type=Path, required=True, metavar="FILE.png", help="the PNG to write")
+    parser.add_argument(
+        "--metric",
+        action="append",
+        metavar="NAME",
+        help="a metrics.jsonl key to draw, repeatable (default: mean_episode_return and every env metric logged)",
+    )
+    parser.add_argument(
+        "--x",
+        choices=list(_PLOT_X),
+        default="both",
+        help="x axis: env steps, env frames, training time, or steps and time (default both)",
+    )
+    parser.add_argument(
+        "--label",
+        action="append",
+        metavar="TEXT",
+        help="one per run, in order; runs with one label are one group (default: by config, named after the directory)",
+    )
+    parser.add_argument("--title", help="the figure's title (default: the env ids)")
+    parser.add_argument(
+        "--smooth",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="trailing mean over N records first (default 1: none)",
+    )
+    parser.set_defaults(handler=_plot)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from vecfast.trainers.plot import MatplotlibMissingError, plot_runs
+
+    try:
+        result = plot_runs(args.run_dirs, args.out, args.metric, _PLOT_X[args.x], args.label, args.title, args.smooth)
+    except MatplotlibMissingError as exc:
+        raise CommandError(f"matplotlib is not installed: {_PLOT_INSTALL}") from exc
+    except (FileNotFoundError, ValueError) as exc:
+        raise CommandError(str(exc)) from exc
+    groups = ", ".join(
+        f"{label} ({len(runs)} runs)" if len(runs) > 1 else label for label, runs in result.groups.items()
+    )
+    metrics = list(dict.fromkeys(panel.metric for panel in result.panels))
+    print(f"wrote {result.path}: {', '.join(metrics)} of {groups}")
+    return 0
+
+
+_SUBCOMMANDS: list[Callable[[Any], None]] = [_add_bench, _add_nav_commands, _add_train_commands, _add_plot]
 
 
 _DEBUG_HELP = "on an error, raise it with its traceback instead of printing one line"
