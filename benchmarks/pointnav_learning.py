@@ -46,7 +46,7 @@ def curve(run_dir: Path, episodes: int, num_envs: int) -> list[dict[str, Any]]:
         points.append((steps, seconds_at.get(steps, float("nan")) / 60, load_policy(path)))
     rows = []
     for steps, minutes, policy in points:
-        result = evaluate(policy, env=ENV_ID, episodes=episodes, num_envs=num_envs, split="val")
+        result = evaluate(policy, env=ENV_ID, episodes=episodes, num_envs=num_envs, env_kwargs={"split": "val"})
         row = {
             "minutes": minutes,
             "env_frames": steps,

@@ -93,3 +93,25 @@ def test_keyboard_interrupt_is_not_caught(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(trainers_cli, "_view", interrupted)
     with pytest.raises(KeyboardInterrupt):
         main(["view", str(tmp_path)])
+
+
+def test_every_subpackage_is_an_attribute_of_the_package() -> None:
+    """``import vecfast`` then ``vecfast.wrappers.pettingzoo_to_vector(...)``, as the README writes it."""
+    code = (
+        "import pkgutil, sys, vecfast; "
+        "names = [m.name for m in pkgutil.iter_modules(vecfast.__path__) if m.ispkg]; "
+        "assert 'torch' not in sys.modules; "  # the lazy package loads nothing it is not asked for
+        "[getattr(vecfast, name) for name in names]; "
+        "print(vecfast.wrappers.pettingzoo_to_vector.__name__, vecfast.trainers.train.__name__, *sorted(names))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "pettingzoo_to_vector",
+        "train",
+        "envs",
+        "multiagent",
+        "trainers",
+        "vector",
+        "wrappers",
+    ]

@@ -165,9 +165,17 @@ def test_a_run_directory_removes_the_temporary_files_of_killed_writes(tmp_path: 
 def test_run_directories_are_one_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("time.strftime", lambda fmt: "20250101-000000")  # two runs started in the same second
     assert default_run_dir("vecfast/DoomBasic-v0", "appo") != default_run_dir("vecfast/DoomBasic-v0", "appo")
-    RunDir(tmp_path / "used").close()
+    used = RunDir(tmp_path / "used")
+    used.log({"env_steps": 8})
+    used.close()
     with pytest.raises(FileExistsError, match="resume=True"):
         RunDir(tmp_path / "used")
+    RunDir(tmp_path / "untrained").close()  # no metrics, no checkpoint: nothing to resume or to lose
+    RunDir(tmp_path / "untrained").close()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("not a run's")
+    with pytest.raises(FileExistsError, match="resume=True"):
+        RunDir(tmp_path / "other")
     live = RunDir(tmp_path / "live")
     try:
         with pytest.raises(RuntimeError, match="in use by a live run"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import fcntl
 import json
@@ -140,7 +141,65 @@ def test_resume_continues_the_run_with_its_own_config(tmp_path: Path, capsys: py
     assert "holds a run already" in line and f"--resume {run_dir}" in line
 
 
+def test_options_are_never_abbreviated_and_num_envs_is_the_total(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--num-envs 4`` once trained on 8 envs (argparse took it for --num-envs-per-worker 4)."""
+    for abbreviated in (["--num-envs-per", "4"], ["--total", "100"], ["--learning", "0.1"]):
+        with pytest.raises(SystemExit) as exited:
+            main(["train", "CartPole-v1", *abbreviated])
+        assert exited.value.code == 2 and f"unrecognized arguments: {abbreviated[0]}" in capsys.readouterr().err
+    argv = ["train", "CartPole-v1", "--algo", "ppo", "--num-envs", "4", "--rollout", "16", "--batch_size", "64",
+            "--total-env-steps", "128", "--env-kwarg", "max_episode_steps=6",
+            "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert run_cli(argv) == 0
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["num_envs"] == 4 and config["config"]["num_envs_per_worker"] == 2
+    assert config["env_kwargs"] == {"max_episode_steps": 6}
+    capsys.readouterr()
+    line = one_error_line(capsys, ["train", "CartPole-v1", "--num-envs", "5"])
+    assert line.endswith(
+        "num_envs=5 does not split evenly over num_workers=2: choose a multiple of 2, or give num_workers too"
+    )
+    line = one_error_line(capsys, ["train", "CartPole-v1", "--num-envs", "4", "--num_envs_per_worker", "2"])
+    assert "not both" in line
+
+
+def test_evaluate_on_the_command_line_makes_the_runs_env(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    argv = ["train", "CartPole-v1", "--total-env-steps", "128", "--run-dir", str(run_dir), "--env-kwarg",
+            "max_episode_steps=6", *TINY]  # fmt: skip
+    assert run_cli(argv) == 0
+    capsys.readouterr()
+    assert run_cli(["evaluate", str(run_dir), "--episodes", "3", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["lengths"] == [6, 6, 6] and shown["env"] == "CartPole-v1" and shown["deterministic"] is True
+    assert shown == {**shown, **evaluate(run_dir, episodes=3).to_dict()}
+    argv = ["evaluate", str(run_dir), "--episodes", "2", "--stochastic", "--env-kwarg", "max_episode_steps=7"]
+    assert run_cli(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"CartPole-v1, last checkpoint of {run_dir}, sampled actions:"
+    assert out[1] == "mean return 7.00 +- 0.00, mean length 7.0 over 2 episodes"
+    line = one_error_line(capsys, ["evaluate", str(run_dir), "--env", "CartPol-v1"], command="evaluate")
+    assert "registered ids like it: CartPole-v1" in line
+
+
+def test_env_kwarg_values_are_python_literals_else_strings() -> None:
+    from vecfast.cli import env_kwarg
+
+    assert env_kwarg("num_bots=3") == ("num_bots", 3)
+    assert env_kwarg("reward_shaping={'frag': 1.0, 'death': -0.5}") == ("reward_shaping", {"frag": 1.0, "death": -0.5})
+    assert env_kwarg("resolution=(64, 64)") == ("resolution", (64, 64))
+    assert env_kwarg("flag=True") == ("flag", True) and env_kwarg("limit=None") == ("limit", None)
+    assert env_kwarg("scenes=/data/scenes") == ("scenes", "/data/scenes") and env_kwarg("split=val") == ("split", "val")
+    assert env_kwarg("name='42'") == ("name", "42") and env_kwarg("empty=") == ("empty", "")
+    for bad in ("novalue", "=3", "two words=1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected KEY=VALUE"):
+            env_kwarg(bad)
+
+
 def test_user_errors_of_train_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    line = one_error_line(capsys, ["train", "CartPole-v1", "--device", "cuda", "--run-dir", str(tmp_path / "gpu")])
+    assert "device='cuda' but torch sees no CUDA GPU here" in line and "use device='cpu' or 'auto'" in line
+    assert not (tmp_path / "gpu").exists()
     line = one_error_line(capsys, ["train", "CartPole-v1", "--algo", "dqn"])
     assert line.endswith("unknown algorithm 'dqn'; registered: appo, ddppo, ppo")
     line = one_error_line(capsys, ["train", "CartPole-v1", "--rollout", "30"])

@@ -172,41 +172,42 @@ def test_the_recurrent_state_restarts_on_each_episodes_first_observation(mode: A
 
 
 def test_env_keyword_arguments_reach_the_env_and_metrics_read_as_attributes(tmp_path: Path) -> None:
-    """evaluate(..., split="val") builds PointNav's held-out scenes (its batched env); result.success and
-    result.spl are the final infos' means."""
+    """evaluate(..., env_kwargs={"split": "val"}) builds PointNav's held-out scenes (its batched env);
+    result.success and result.spl are the final infos' means."""
     make_scenes(2, seed=1, out_dir=tmp_path / "val")
     spec_env = BatchedPointNavEnv(2, scenes=tmp_path, split="val", width=40, height=40)
     policy = policy_for(spec_env)
     spec_env.close()
-    result = evaluate(policy, "vecfast/PointNav-v0", episodes=4, num_envs=2, scenes=tmp_path, split="val",
-                      width=40, height=40, deterministic=False)  # fmt: skip
+    nav = {"scenes": tmp_path, "width": 40, "height": 40}
+    result = evaluate(policy, "vecfast/PointNav-v0", episodes=4, num_envs=2, env_kwargs={**nav, "split": "val"},
+                      deterministic=False)  # fmt: skip
     assert result.success == result.metrics["success"] and result.spl == result.metrics["spl"]
     with pytest.raises(AttributeError, match="no attribute or metric 'frags'; metrics: \\['distance_to_goal'"):
         result.frags  # noqa: B018
     with pytest.raises(FileNotFoundError, match="no 'train' scenes"):  # only a val set there: the kwargs arrived
-        evaluate(policy, "vecfast/PointNav-v0", episodes=1, scenes=tmp_path, split="train", width=40, height=40)
+        evaluate(policy, "vecfast/PointNav-v0", episodes=1, env_kwargs={**nav, "split": "train"})
     env = BatchedPointNavEnv(2, scenes=tmp_path, split="val", width=40, height=40)
     with pytest.raises(TypeError, match="need an env id"):
-        evaluate(policy, env, episodes=2, split="val")
+        evaluate(policy, env, episodes=2, env_kwargs={"split": "val"})
     env.close()
 
 
 def test_a_pointnav_run_evaluates_on_the_held_out_scenes(tmp_path: Path) -> None:
-    """evaluate(run_dir, env="vecfast/PointNav-v0", split="val"): the run's policy on the val scenes of its
-    directory, in the batched env (one simulator, not a process per env)."""
+    """evaluate(run_dir, env_kwargs={"split": "val"}): the run's policy on the val scenes of the directory it
+    trained on (the run's env arguments), in the batched env (one simulator, not a process per env)."""
     scenes = tmp_path / "scenes"
     make_scenes(1, seed=0, out_dir=scenes / "train")
     make_scenes(1, seed=1, out_dir=scenes / "val")
     nav = {"scenes": scenes, "width": 40, "height": 40, "max_episode_steps": 20}
-    run = train(lambda: BatchedPointNavEnv(2, **nav), algo="ppo", total_env_steps=64, run_dir=tmp_path / "run",
-                rollout=16, batch_size=32, use_rnn=False, **TINY)  # fmt: skip
+    run = train("vecfast/PointNav-v0", algo="ppo", total_env_steps=64, run_dir=tmp_path / "run", env_kwargs=nav,
+                num_envs=2, rollout=16, batch_size=32, use_rnn=False, **TINY)  # fmt: skip
     eval_env = make_eval_env("vecfast/PointNav-v0", 2, split="val", **nav)
     try:
         assert isinstance(eval_env, BatchedPointNavEnv)  # its vector_entry_point
         assert set(eval_env.resident_scenes) == {"scene_1_00000"}
     finally:
         eval_env.close()
-    result = evaluate(run.run_dir, env="vecfast/PointNav-v0", split="val", episodes=4, num_envs=2, **nav)
+    result = evaluate(run.run_dir, env_kwargs={"split": "val"}, episodes=4, num_envs=2)
     assert result.episodes == 4 and max(result.lengths) <= 20  # max_episode_steps reached the env
     assert 0.0 <= result.success <= 1.0 and 0.0 <= result.spl <= result.success
     assert (result.success, result.spl) == (result.metrics["success"], result.metrics["spl"])

@@ -17,6 +17,7 @@ import pytest
 from helpers import descendants, wait_gone
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import vecfast
 from vecfast.trainers import TrainResult, load_policy, train
 from vecfast.trainers.registry import resolve
 from vecfast.trainers.run_dir import RunDir, last_checkpoints, load_checkpoint
@@ -70,7 +71,10 @@ def test_train_leaves_a_given_env_open_and_takes_factories(make_async: Callable,
     result = train(factory, algo="ppo", total_env_steps=1000, run_dir=tmp_path / "factory", **FAST)
     assert result.stats["env_steps"] >= 1000 and made[0].closed
     with pytest.raises(TypeError, match="unknown config keys"):
-        train(env, total_env_steps=10, run_dir=tmp_path / "bad", num_envs=3)
+        train(env, total_env_steps=10, run_dir=tmp_path / "bad", num_env=3)
+    for making in ({"num_envs": 4}, {"env_kwargs": {"max_episode_steps": 9}}):  # for the env vecfast makes
+        with pytest.raises(TypeError, match="for an env id"):
+            train(env, total_env_steps=10, run_dir=tmp_path / "bad", **making)
 
 
 def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) -> None:
@@ -131,6 +135,11 @@ def test_resume_continues_counters_optimizer_and_normalisation(algo: str, tmp_pa
     per_iteration = lines[0]["learner_steps"]
     assert after["learner_steps"] == first.stats["learner_steps"] + per_iteration  # the version counter continued
     assert after["env_steps"] > saved["env_steps"]  # so did the env steps
+    assert after["episodes"] > saved["metrics"]["episodes"]  # and the episodes counter
+    assert second.stats["episodes"] == lines[-1]["episodes"] > first.stats["episodes"]
+    # every checkpoint is named by the env steps reported with it (the async sampler goes on meanwhile)
+    assert load_checkpoint(tmp_path)["env_steps"] == second.stats["env_steps"] == lines[-1]["env_steps"]
+    assert saved["env_steps"] == first.stats["env_steps"]
     assert second.stats["env_steps"] >= 3000
     assert json.loads((tmp_path / "config.json").read_text())["config"]["rollout"] == FAST["rollout"]
     # the optimiser's state came back: Adam's step count continued
@@ -140,6 +149,41 @@ def test_resume_continues_counters_optimizer_and_normalisation(algo: str, tmp_pa
     assert final["best_return"] >= saved["best_return"] > 0  # the best so far carried over
     norm = "encoders.obs.norm.count"
     assert final["model"][norm] > saved["model"][norm]  # normalisation statistics kept accumulating
+
+
+def test_env_kwargs_and_num_envs_make_the_env_and_a_resume_makes_it_again(tmp_path: Path) -> None:
+    """train(env_id, env_kwargs=...) makes the env with them, stores them, and resume and evaluate make the same
+    env; num_envs is the envs in all, split over the workers."""
+    short = {"max_episode_steps": 6}  # no pole falls that soon
+    first = train("CartPole-v1", algo="ppo", total_env_steps=512, run_dir=tmp_path, env_kwargs=short, num_envs=4,
+                  rollout=16, batch_size=64, seed=0)  # fmt: skip
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["env_kwargs"] == short and config["num_envs"] == 4
+    assert (config["config"]["num_workers"], config["config"]["num_envs_per_worker"]) == (2, 2)
+    assert load_checkpoint(tmp_path)["env_kwargs"] == short
+    train("CartPole-v1", algo="ppo", total_env_steps=1024, run_dir=tmp_path, resume=True)
+    lengths = [json.loads(line)["max_episode_return"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(lengths) == 16 and max(lengths) == 6  # CartPole's reward is 1 per step: all cut at 6
+    assert vecfast.evaluate(tmp_path, episodes=3).lengths == (6, 6, 6)  # cut at 6 again
+    longer = vecfast.evaluate(tmp_path, episodes=1, env_kwargs={"max_episode_steps": 30})
+    assert longer.lengths[0] > 6
+    assert first.stats["env_steps"] == 512
+    with pytest.raises(ValueError, match="num_envs=5 does not split evenly over num_workers=2"):
+        train("CartPole-v1", algo="ppo", run_dir=tmp_path / "odd", num_envs=5)
+    with pytest.raises(TypeError, match="env_kwargs max_episode_steps=<object"):
+        train("CartPole-v1", algo="ppo", run_dir=tmp_path / "odd", env_kwargs={"max_episode_steps": object()})
+    assert not (tmp_path / "odd").exists()
+
+
+def test_a_run_that_failed_before_its_first_iteration_leaves_a_directory_a_new_run_takes(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="device='cuda' but torch sees no CUDA GPU"):
+        train("CartPole-v1", algo="ppo", run_dir=tmp_path / "cuda", device="cuda", **FAST)
+    assert not (tmp_path / "cuda").exists()  # checked before anything was made
+    with pytest.raises(ValueError, match="batch_size=1024 must divide it"):  # the scheme's own check, later
+        train("CartPole-v1", algo="ppo", run_dir=tmp_path / "run", **{**FAST, "batch_size": 1024})
+    assert (tmp_path / "run" / "config.json").exists()
+    result = train("CartPole-v1", algo="ppo", total_env_steps=128, run_dir=tmp_path / "run", **FAST)
+    assert result.stats["env_steps"] == 128
 
 
 def tensorboard_scalars(run_dir: Path) -> dict[str, list]:

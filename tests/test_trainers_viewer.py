@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from vecfast.trainers.run_dir import last_checkpoints
 from vecfast.trainers.viewer import Dashboard, render, sparkline
 
 
@@ -119,3 +120,39 @@ def test_progress_follows_the_nearer_limit() -> None:
     assert board.progress() == pytest.approx(0.4) and board.eta() == pytest.approx(6.0)
     board.update(record(3000, 10.0))
     assert board.finished
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_after_ctrl_c_the_live_dashboards_last_frame_says_interrupted_and_names_the_checkpoint(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "vecfast", "train", "CartPole-v1", "--algo", "ppo", "--live", "--run-dir",
+               "run", "--total-env-steps", "100000000", "--num_workers", "1", "--num-envs-per-worker", "4",
+               "--rollout", "16", "--batch_size", "64", "--save_every_sec", "1000"]  # fmt: skip
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "160", "-y", "45", "-c", str(tmp_path), *command], check=True)
+    subprocess.run([*tmux, "set-option", "remain-on-exit", "on"], check=True)
+
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p", "-J"], capture_output=True, text=True).stdout
+
+    def wait_for(text: str, seconds: float = 60) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            shown = screen()
+            if text in shown:
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; screen:\n{screen()}")
+
+    try:
+        wait_for("CartPole-v1 · ppo (running)")
+        subprocess.run([*tmux, "send-keys", "C-c"], check=True)
+        shown = wait_for("(interrupted)")
+        checkpoints = last_checkpoints(run_dir)
+        assert len(checkpoints) == 1  # the final one: the periodic ones were 1000 s apart
+        steps = int(checkpoints[0].stem.removeprefix("last_"))
+        saved = checkpoints[0].relative_to(tmp_path)
+        assert f"interrupted at {steps:,} env steps; saved {saved}" in shown
+        assert f"steps {steps:,}/100,000,000" in shown  # the name is the env steps the dashboard reported
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)

@@ -1,5 +1,7 @@
 """vecfast: fast, Gymnasium-compatible vectorised environments with pluggable trainers."""
 
+import importlib
+
 import vecfast.envs  # noqa: F401  (registers vecfast's gymnasium ids)
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.make import make_vec
@@ -7,11 +9,20 @@ from vecfast.vector.make import make_vec
 __version__ = "0.1.0"
 __all__ = ["AsyncSharedMemVectorEnv", "EvalResult", "TrainResult", "__version__", "evaluate", "make_vec", "train"]
 
+# Subpackages that load on first use (``vecfast.wrappers.pettingzoo_to_vector`` after ``import vecfast``):
+# trainers load torch, multiagent and wrappers what their adapters need.
+_SUBPACKAGES = ("envs", "multiagent", "trainers", "vector", "wrappers")
+_TRAINER_NAMES = ("train", "TrainResult", "evaluate", "EvalResult")
+
 
 def __getattr__(name: str) -> object:
-    """``vecfast.train``/``evaluate`` and their results load the trainers (and torch) only when first used."""
-    if name in ("train", "TrainResult", "evaluate", "EvalResult"):
-        import vecfast.trainers
-
-        return getattr(vecfast.trainers, name)
+    """Subpackages, and ``vecfast.train``/``evaluate`` and their results, load only when first used."""
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"vecfast.{name}")
+    if name in _TRAINER_NAMES:
+        return getattr(importlib.import_module("vecfast.trainers"), name)
     raise AttributeError(f"module 'vecfast' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SUBPACKAGES, *_TRAINER_NAMES})

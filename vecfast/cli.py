@@ -17,6 +17,7 @@ is never caught here.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import importlib
 import json
@@ -80,6 +81,31 @@ def _json_object(value: str) -> dict[str, Any]:
     return obj
 
 
+def env_kwarg(text: str) -> tuple[str, Any]:
+    """``--env-kwarg KEY=VALUE``: VALUE as a Python literal (``4``, ``0.5``, ``True``, ``None``, ``(64, 64)``,
+    ``'val'``), else as the string it is (``scenes=/data/scenes``, ``split=val``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with KEY a Python name, got {text!r}")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return key, value
+
+
+def add_env_kwarg_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--env-kwarg KEY=VALUE``, repeatable: the keyword arguments of the env an id makes (``args.env_kwarg``)."""
+    parser.add_argument(
+        "--env-kwarg",
+        type=env_kwarg,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"a keyword argument of the env ({what}), repeatable; VALUE is read as a Python literal "
+        "(4, 0.5, True, (64, 64)), else taken as a string (a path)",
+    )
+
+
 def _positive(kind: Callable[[str], Any], zero_ok: bool = False) -> Callable[[str], Any]:
     def parse(value: str) -> Any:
         number = kind(value)
@@ -120,6 +146,7 @@ def _add_bench(subparsers: Any) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions (default 0)")
     parser.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gymnasium.make")
+    add_env_kwarg_option(parser, "over --env-kwargs")
     parser.add_argument("--only", type=_csv, metavar="A,B", help=f"backends to run, from: {','.join(BACKENDS)}")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results to this JSON file")
     parser.set_defaults(handler=_bench)
@@ -145,7 +172,7 @@ def _bench(args: argparse.Namespace) -> int:
         seconds=args.seconds,
         warmup=args.warmup,
         seed=args.seed,
-        env_kwargs=args.env_kwargs,
+        env_kwargs={**args.env_kwargs, **dict(args.env_kwarg)},
         rounds=args.rounds,
     )
     # Every backend runs OpenCV and torch on one thread per process, as vecfast's workers do,
@@ -245,7 +272,7 @@ _DEBUG_HELP = "on an error, raise it with its traceback instead of printing one 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vecfast", description="Fast vectorized environments.")
+    parser = argparse.ArgumentParser(prog="vecfast", description="Fast vectorized environments.", allow_abbrev=False)
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:
@@ -255,10 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_to_subcommands(parser: argparse.ArgumentParser) -> None:
-    """``--debug`` after a subcommand too, and the subcommand's name (``prog``) for its error lines."""
+    """``--debug`` after a subcommand too, the subcommand's name (``prog``) for its error lines, and no
+    abbreviations: ``--num-envs`` must never be taken for ``--num-envs-per-worker``."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in {id(p): p for p in action.choices.values()}.values():  # an alias shares its parser
+                sub.allow_abbrev = False
                 sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
                 sub.set_defaults(command_prog=sub.prog)
                 _add_to_subcommands(sub)

@@ -1,7 +1,8 @@
-"""``vecfast train``, ``vecfast tune``, ``vecfast enjoy`` and ``vecfast view``: the trainers on the command line.
+"""``vecfast train``, ``tune``, ``evaluate``, ``enjoy`` and ``view``: the trainers on the command line.
 
 Every :class:`TrainConfig` key is an option under its Sample Factory name
-(``--num_workers 2``; ``--num-workers`` works too; ``--num_workers auto`` tunes first).
+(``--num_workers 2``; ``--num-workers`` works too; ``--num_workers auto`` tunes first). Options are
+never abbreviated: ``--num-envs`` is the envs in all, not a prefix of ``--num-envs-per-worker``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vecfast.cli import CommandError, check_env_id
-from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig, field_docs
+from vecfast.cli import CommandError, add_env_kwarg_option, check_env_id
+from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig, field_docs, split_num_envs
 
 # Only the handlers import torch (through train, tune, enjoy, the registry): `--help` stays fast.
 DEFAULT_ALGO = "appo"
@@ -94,8 +95,15 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k in names}
 
 
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return number
+
+
 def add_train_commands(subparsers: Any) -> None:
-    """Add ``train``, ``tune``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers."""
+    """Add ``train``, ``tune``, ``evaluate``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers."""
     train = subparsers.add_parser(
         "train",
         usage="%(prog)s [-h] [ENV_ID] [options]",
@@ -134,6 +142,14 @@ def add_train_commands(subparsers: Any) -> None:
         metavar="N",
         help=f"env steps to train for in all (default {DEFAULT_TOTAL_ENV_STEPS:,}; --resume: the run's)",
     )
+    train.add_argument(
+        "--num-envs",
+        type=_positive_int,
+        metavar="N",
+        help="envs in all (per rank), split over --num_workers as vecfast bench does (instead of "
+        "--num_envs_per_worker)",
+    )
+    add_env_kwarg_option(train, "kept in the run's config.json: --resume and evaluate make the same env")
     train.add_argument("--run-dir", type=Path, help="a new or empty directory (default runs/<env>_<algo>_<time>)")
     train.add_argument(
         "--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint"
@@ -161,6 +177,33 @@ def add_train_commands(subparsers: Any) -> None:
     _add_config_options(tuner, exclude=TUNED_KEYS)  # the model and device keys shape t_inf
     tuner.set_defaults(handler=_tune)
 
+    evaluator = subparsers.add_parser(
+        "evaluate",
+        help="measure a trained policy: mean return and the env's metrics (success, SPL, ...) over N episodes",
+        description="Run the policy of RUN_DIR for whole episodes on a fresh env (the run's, made with its env "
+        "arguments, unless --env) and print the mean return and length and the means of the env's episode "
+        "metrics; vecfast.evaluate in Python.",
+    )
+    evaluator.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    evaluator.add_argument("--env", metavar="ENV_ID", help="evaluate on this env id instead of the run's")
+    evaluator.add_argument("--episodes", type=_positive_int, default=10, help="whole episodes (default 10)")
+    evaluator.add_argument(
+        "--split", help="the env's split, e.g. val for PointNav's held-out scenes (the same as --env-kwarg split=...)"
+    )
+    evaluator.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
+    evaluator.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    evaluator.add_argument(
+        "--checkpoint",
+        choices=["last", "best"],
+        default="last",
+        help="the newest checkpoint (default) or the one with the best mean return",
+    )
+    evaluator.add_argument("--num-envs", type=_positive_int, metavar="N", help="envs (default: min(episodes, 8))")
+    evaluator.add_argument("--max-steps", type=_positive_int, metavar="N", help="cut an episode there (default: none)")
+    evaluator.add_argument("--seed", type=int, default=0, help="env i resets with seed + i (default 0)")
+    add_env_kwarg_option(evaluator, "over the run's own")
+    evaluator.set_defaults(handler=_evaluate)
+
     enjoy = subparsers.add_parser(
         "enjoy",
         help="run a trained policy, print episode returns, write a video",
@@ -179,6 +222,7 @@ def add_train_commands(subparsers: Any) -> None:
     enjoy.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     enjoy.add_argument("--max-steps", type=int, default=10_000, help="per episode")
     enjoy.add_argument("--seed", type=int, default=0)
+    add_env_kwarg_option(enjoy, "over the run's own")
     enjoy.set_defaults(handler=_enjoy)
 
     view = subparsers.add_parser(
@@ -236,28 +280,38 @@ def _recipe(algo: str, scheme: str | None = None) -> Any:
         raise CommandError(str(exc)) from None
 
 
-def _check_config(algo: str, scheme: str | None, config: dict[str, Any]) -> None:
-    """Validate the config layers as train() will (the env family's defaults are valid with any)."""
-    if config.get("num_workers") == AUTO:  # tuning chooses them
-        config = {k: v for k, v in config.items() if k not in TUNED_KEYS}
+def _check_config(algo: str, scheme: str | None, env_id: str, config: dict[str, Any], num_envs: int | None) -> None:
+    """Validate the config layers as train() will (the env family's defaults are valid with any), the split of
+    ``num_envs`` and the device, before anything starts."""
+    from vecfast.trainers.defaults import env_recipe
+    from vecfast.trainers.runtime import resolve_device
+
+    layers = {**_recipe(algo, scheme).defaults, **env_recipe(env_id), **config}
     try:
-        TrainConfig.from_overrides(**{**_recipe(algo, scheme).defaults, **config})
+        if num_envs is not None:
+            layers.update(split_num_envs(num_envs, layers.get("num_workers", TrainConfig.num_workers)))
+        if layers.get("num_workers") == AUTO:  # tuning chooses them
+            layers = {k: v for k, v in layers.items() if k not in TUNED_KEYS}
+        resolve_device(TrainConfig.from_overrides(**layers))
     except (TypeError, ValueError) as exc:
         raise CommandError(f"invalid config: {exc}") from None
 
 
 def _train(args: argparse.Namespace) -> int:
     overrides = _config_overrides(args)
+    if args.num_envs is not None and "num_envs_per_worker" in overrides:
+        raise CommandError("give --num-envs (in all) or --num_envs_per_worker, not both")
     if args.resume is not None:
         env_id, algo, scheme, total, run_dir, config = _resumed(args)
-        _check_config(algo, scheme, {**config, **overrides})
+        saved = {k: v for k, v in config.items() if args.num_envs is None or k != "num_envs_per_worker"}
+        _check_config(algo, scheme, env_id, {**saved, **overrides}, args.num_envs)
     else:
         if args.env_id is None:
             raise CommandError("the env id is missing (e.g. CartPole-v1); --resume RUN_DIR continues a run")
         env_id, algo, scheme, run_dir = args.env_id, args.algo or DEFAULT_ALGO, args.scheme, args.run_dir
         total = DEFAULT_TOTAL_ENV_STEPS if args.total is None else args.total
         check_env_id(env_id)
-        _check_config(algo, scheme, overrides)
+        _check_config(algo, scheme, env_id, overrides, args.num_envs)
 
     from vecfast.trainers.launch import rank_from_environment
 
@@ -276,6 +330,8 @@ def _train(args: argparse.Namespace) -> int:
         resume=args.resume is not None,
         scheme=scheme,
         num_processes=args.num_processes,
+        env_kwargs=dict(args.env_kwarg),  # a resumed run's own, with these over them
+        num_envs=args.num_envs,
         **overrides,  # only the options given: a resumed run keeps the rest of its config
     )
     if rank is None or rank.is_main:
@@ -326,7 +382,7 @@ def _tune(args: argparse.Namespace) -> int:
     from vecfast.trainers.tune import tune
 
     check_env_id(args.env_id)
-    _check_config(args.algo, None, _config_overrides(args))
+    _check_config(args.algo, None, args.env_id, _config_overrides(args), None)
     tuning = tune(args.env_id, algo=args.algo, seconds=args.seconds, **_config_overrides(args))
     print("\n".join(tuning.lines()))
     choice = tuning.choice
@@ -345,8 +401,49 @@ def _view(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate(args: argparse.Namespace) -> int:
+    run = _read_run(args.run_dir, checkpoint=True)
+    env_id = args.env or _run_env_id(args.run_dir, run)
+    check_env_id(env_id)
+    env_kwargs = dict(args.env_kwarg) | ({} if args.split is None else {"split": args.split})
+    from vecfast.trainers.evaluation import evaluate
+
+    deterministic = not args.stochastic
+    result = evaluate(
+        args.run_dir,
+        env=env_id,
+        episodes=args.episodes,
+        deterministic=deterministic,
+        num_envs=args.num_envs,
+        seed=args.seed,
+        which=args.checkpoint,
+        max_steps=args.max_steps,
+        env_kwargs=env_kwargs,
+    )
+    if args.json:
+        print(json.dumps({"run_dir": str(args.run_dir), "env": env_id, "checkpoint": args.checkpoint,
+                          "deterministic": deterministic, **result.to_dict()}))  # fmt: skip
+    else:
+        policy = "most likely actions" if deterministic else "sampled actions"
+        print(f"{env_id}, {args.checkpoint} checkpoint of {args.run_dir}, {policy}:")
+        print("\n".join(result.summary()))
+    return 0
+
+
+def _run_env_id(run_dir: Path, run: dict[str, Any]) -> str:
+    """The run's env id, if it is a registered one (a run of an env object or factory needs --env)."""
+    import gymnasium
+
+    if run["env"] not in gymnasium.registry:
+        raise CommandError(
+            f"{str(run_dir)!r} was trained on {run['env']!r}, not a registered env id: --env ENV_ID says which"
+        )
+    return run["env"]
+
+
 def _enjoy(args: argparse.Namespace) -> int:
-    _read_run(args.run_dir, checkpoint=True)
+    run = _read_run(args.run_dir, checkpoint=True)
+    check_env_id(_run_env_id(args.run_dir, run))
     from vecfast.trainers.enjoy import enjoy
 
     video = None if args.no_video else (args.video or args.run_dir / "enjoy.mp4")
@@ -358,6 +455,7 @@ def _enjoy(args: argparse.Namespace) -> int:
         deterministic=not args.stochastic,
         max_steps=args.max_steps,
         seed=args.seed,
+        env_kwargs=dict(args.env_kwarg),
     )
     print("\n".join(result.lines()))
     if video is not None:

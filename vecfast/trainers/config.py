@@ -214,6 +214,22 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+def split_num_envs(num_envs: int, num_workers: Any) -> dict[str, int]:
+    """``num_envs`` in all (per rank), as ``vecfast bench`` means it, over ``num_workers`` (at most ``num_envs``):
+    the ``num_workers`` and ``num_envs_per_worker`` that make it, or a ValueError saying how to split evenly."""
+    _check_count("num_envs", num_envs, "")
+    if num_workers == AUTO:
+        raise ValueError("num_workers='auto' chooses the number of envs: leave num_envs out, or give num_workers")
+    _check_count("num_workers", num_workers, "")
+    workers = min(num_workers, num_envs)
+    if num_envs % workers:
+        raise ValueError(
+            f"num_envs={num_envs} does not split evenly over num_workers={workers}: "
+            f"choose a multiple of {workers}, or give num_workers too"
+        )
+    return {"num_workers": workers, "num_envs_per_worker": num_envs // workers}
+
+
 def _check_count(name: str, value: Any, hint: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be an int >= 1{hint}, got {value!r}")

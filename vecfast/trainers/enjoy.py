@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
 
 import vecfast.envs  # noqa: F401  (registers vecfast's ids)
-from vecfast.trainers.evaluation import EvalResult, evaluate, make_eval_env, run_env_id
+from vecfast.trainers.evaluation import EvalResult, evaluate, make_eval_env, run_env
 
 
 def enjoy(
@@ -21,20 +22,22 @@ def enjoy(
     max_steps: int | None = 10_000,
     seed: int = 0,
     num_envs: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> EvalResult:
     """:func:`~vecfast.trainers.evaluation.evaluate` the run's policy for ``episodes`` episodes; ``video``
     (.mp4 or .gif) gets their frames, one episode after another.
 
     ``which``: the run's newest checkpoint (``"last"``) or its best (``"best"``), as :func:`load_policy`.
     ``max_steps``: episodes are cut (and counted) there. A video plays the episodes in one
-    env; without one they run in ``num_envs`` envs (default: evaluate's).
+    env; without one they run in ``num_envs`` envs (default: evaluate's). ``env_kwargs``: over the run's own.
     """
     run_dir = Path(run_dir)
     common = {"episodes": episodes, "which": which, "deterministic": deterministic, "max_steps": max_steps}
     if video is None:
-        return evaluate(run_dir, num_envs=num_envs, seed=seed, **common)
+        return evaluate(run_dir, num_envs=num_envs, seed=seed, env_kwargs=env_kwargs, **common)
     frames: list[np.ndarray] = []
-    env = make_eval_env(run_env_id(run_dir), num_envs=1, render_mode="rgb_array")
+    run = run_env(run_dir)
+    env = make_eval_env(run.id, num_envs=1, render_mode="rgb_array", **{**run.kwargs, **(env_kwargs or {})})
     try:
         result = evaluate(run_dir, env, seed=seed, on_frame=frames.append, **common)
         fps = env.metadata.get("render_fps", 30)

@@ -79,9 +79,13 @@ class EvalResult:
         return data
 
     def lines(self) -> list[str]:
-        """One line per episode, then the means and the metrics, for printing."""
+        """One line per episode, then the :meth:`summary`, for printing."""
         pairs = enumerate(zip(self.returns, self.lengths, strict=True))
-        out = [f"episode {i}: return {r:.2f}, length {n}" for i, (r, n) in pairs]
+        return [f"episode {i}: return {r:.2f}, length {n}" for i, (r, n) in pairs] + self.summary()
+
+    def summary(self) -> list[str]:
+        """The means over the episodes, then the metrics."""
+        out = []
         cut = f", {self.cut_episodes} cut at max_steps" if self.cut_episodes else ""
         out.append(
             f"mean return {self.mean_return:.2f} +- {self.std_return:.2f}, mean length {self.mean_length:.1f} "
@@ -102,7 +106,7 @@ def evaluate(
     which: str = "last",
     max_steps: int | None = None,
     on_frame: Callable[[np.ndarray], None] | None = None,
-    **env_kwargs: Any,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> EvalResult:
     """Run ``episodes`` whole episodes of a policy and return their :class:`EvalResult`.
 
@@ -110,9 +114,11 @@ def evaluate(
     (its checkpoint ``which``, ``"last"`` or ``"best"``, as :func:`load_policy` loads it).
     ``env``: a gymnasium id (default: the run's, from ``RUN_DIR/config.json``), built as
     ``vecfast.train`` builds it, a function returning a VectorEnv (closed afterwards) or a
-    VectorEnv (left open). ``num_envs``: envs of a built env (default ``min(episodes, 8)``, 1 with ``on_frame``);
-    env ``i`` of ``n`` plays ``episodes // n`` episodes, plus one if ``i < episodes % n``
-    (see the module docstring), and the results list them env by env.
+    VectorEnv (left open). ``env_kwargs``: keyword arguments for the env an id builds, over the
+    run's own where it is the run's env (a run of PointNav on ``scenes=DIR`` evaluates on DIR;
+    ``env_kwargs={"split": "val"}`` takes its scenes never trained on). ``num_envs``: envs of a built
+    env (default ``min(episodes, 8)``, 1 with ``on_frame``); env ``i`` of ``n`` plays ``episodes // n``
+    episodes, plus one if ``i < episodes % n`` (see the module docstring), and the results list them env by env.
 
     The policy acts as the trainers' samplers run it: its recurrent state restarts on each
     episode's first observation, its normalisation statistics are used and not updated, and
@@ -126,9 +132,6 @@ def evaluate(
     partial reset (``options["reset_mask"]``) where the vector env supports one (gymnasium's,
     vecfast's), otherwise its steps count for nothing until its own episode ends.
 
-    ``env_kwargs``: keyword arguments for the env an id builds (PointNav's ``split="val"``: scenes
-    never trained on).
-
     ``on_frame``: called with env 0's frame (``env.render()[0]``) after every step that counts
     towards one of env 0's episodes (a built env renders ``rgb_array``); with ``num_envs=1``
     that is a video of every episode in order.
@@ -138,10 +141,13 @@ def evaluate(
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policy, run_dir = _policy(policy_or_run_dir, which)
+    env_kwargs = dict(env_kwargs or {})
+    if run_dir is not None and (env is None or isinstance(env, str)):
+        run = run_env(run_dir, required=env is None)
+        if run is not None and env in (None, run.id):
+            env, env_kwargs = run.id, {**run.kwargs, **env_kwargs}
     if env is None:
-        if run_dir is None:
-            raise ValueError("evaluating a policy object needs env=: a policy does not say which env it was trained on")
-        env = run_env_id(run_dir)
+        raise ValueError("evaluating a policy object needs env=: a policy does not say which env it was trained on")
     vec_env = _build(env, episodes, num_envs, render=on_frame is not None, env_kwargs=env_kwargs)
     try:
         _check_spaces(policy, vec_env)
@@ -314,15 +320,27 @@ def _policy(
     )
 
 
-def run_env_id(run_dir: str | os.PathLike) -> str:
-    """The gymnasium id a run directory's policy was trained on (``RUN_DIR/config.json``)."""
-    env_id = json.loads((Path(run_dir) / "config.json").read_text())["env"]
+@dataclass(frozen=True)
+class RunEnv:
+    """The env a run directory's policy was trained on: its gymnasium id and keyword arguments."""
+
+    id: str
+    kwargs: dict[str, Any]
+
+
+def run_env(run_dir: str | os.PathLike, required: bool = True) -> RunEnv | None:
+    """The env of ``RUN_DIR/config.json``; one that is not a registered id (the run got an env object or
+    factory) is a ValueError, or None unless ``required``."""
+    config = json.loads((Path(run_dir) / "config.json").read_text())
+    env_id = config["env"]
     if env_id not in gymnasium.registry:
+        if not required:
+            return None
         raise ValueError(
             f"{run_dir} was trained on {env_id!r}, which is not a registered gymnasium id "
             "(the run got an env object or factory): pass env= the env it was trained on"
         )
-    return env_id
+    return RunEnv(env_id, dict(config.get("env_kwargs", {})))
 
 
 def _build(env: EnvArg, episodes: int, num_envs: int | None, render: bool, env_kwargs: dict[str, Any]) -> VectorEnv:
@@ -373,4 +391,4 @@ def _same_layout(a: spaces.Space, b: spaces.Space) -> bool:
     return True
 
 
-__all__ = ["EvalResult", "evaluate", "make_eval_env"]
+__all__ = ["EvalResult", "RunEnv", "evaluate", "make_eval_env", "run_env"]

@@ -72,11 +72,27 @@ def check_run_dir(path: str | os.PathLike, resume: bool = False) -> None:
 
 
 def _check_empty(path: Path) -> None:
-    if any(p.name != LOCK_FILE for p in path.iterdir()):
+    if _holds_a_run(path):
         raise RunDirExistsError(
             f"{path} holds a run already: continue it (vecfast train --resume {path}, or train(..., resume=True)), "
             "or choose a new run directory"
         )
+
+
+# What a run that failed before its first iteration leaves (a device it lacked, an env that did not start): with
+# no checkpoint and no metrics, nothing in it can be resumed or lost, so a new run may take the directory.
+_UNTRAINED_RUN_FILES = {LOCK_FILE, "config.json", "metrics.jsonl", "checkpoints"}
+
+
+def _holds_a_run(path: Path) -> bool:
+    """Whether ``path`` holds anything but an untrained run's files: metrics, a checkpoint, or files of others."""
+    if any(p.name not in _UNTRAINED_RUN_FILES for p in path.iterdir()):
+        return True
+    metrics = path / "metrics.jsonl"
+    if metrics.exists() and metrics.stat().st_size > 0:
+        return True
+    checkpoints = path / "checkpoints"
+    return checkpoints.is_dir() and any(not p.name.endswith(".tmp") for p in checkpoints.iterdir())
 
 
 def default_run_dir(env_name: str, algo: str, suffix: str | None = None) -> Path:
@@ -97,8 +113,9 @@ class RunDir:
     """Writes one run's files; ``keep`` is how many of the latest checkpoints stay on disk.
 
     The directory is locked until :meth:`close`, so a second run on it fails at once instead
-    of interleaving its metrics and checkpoints. A directory that holds files already is an
-    error unless ``resume``: a new run would append to the old metrics and overwrite its config.
+    of interleaving its metrics and checkpoints. A directory that holds a run already (metrics, a
+    checkpoint, or files that are not a run's) is an error unless ``resume``: a new run would append
+    to the old metrics and overwrite its config. One that failed before its first iteration holds none.
 
     ``resumed_at``: the env steps of the checkpoint a resumed run starts from. TensorBoard
     then drops what the previous session logged after that checkpoint (purge_step), so
@@ -278,6 +295,31 @@ def convert_legacy_checkpoint(path: str | os.PathLike) -> None:
 def plain_data(value: Any) -> Any:
     """``value`` as JSON types (numpy scalars become numbers), which ``weights_only`` loading accepts."""
     return json.loads(json.dumps(value, default=_json_default))
+
+
+def env_kwargs_data(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``env_kwargs`` as the plain data a run stores to rebuild its env (paths as strings, tuples as lists);
+    a TypeError names a value that has none (an object or a function: give the env's id and plain values)."""
+    if not isinstance(env_kwargs, dict) or not all(isinstance(key, str) for key in env_kwargs):
+        raise TypeError(f"env_kwargs must be a dict with str keys, got {env_kwargs!r}")
+
+    def plain(value: Any, where: str) -> Any:
+        if value is None or isinstance(value, (bool, str, int, float)):
+            return value
+        if isinstance(value, np.generic) and np.ndim(value) == 0:
+            return value.item()
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if isinstance(value, (list, tuple)):
+            return [plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+            return {key: plain(item, f"{where}[{key!r}]") for key, item in value.items()}
+        raise TypeError(
+            f"env_kwargs {where}={value!r} is a {type(value).__name__}: a run stores its env arguments to rebuild "
+            "the env (resume, evaluate), so they must be numbers, strings, paths, lists or dicts of them"
+        )
+
+    return {key: plain(value, key) for key, value in env_kwargs.items()}
 
 
 def space_to_data(space: spaces.Space) -> dict[str, Any]:

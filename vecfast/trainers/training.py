@@ -28,7 +28,7 @@ from gymnasium.envs.registration import _find_spec  # make_vec's own id lookup
 from gymnasium.vector import VectorEnv
 
 from vecfast.trainers import collective
-from vecfast.trainers.config import AUTO, TrainConfig
+from vecfast.trainers.config import AUTO, TrainConfig, split_num_envs
 from vecfast.trainers.defaults import config_for, env_recipe
 from vecfast.trainers.launch import (
     RankInfo,
@@ -46,6 +46,7 @@ from vecfast.trainers.run_dir import (
     RunDir,
     check_run_dir,
     default_run_dir,
+    env_kwargs_data,
     load_checkpoint,
     plain_data,
     space_from_data,
@@ -68,21 +69,25 @@ class TrainResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def _auto_tune(env: str | Callable[[], VectorEnv] | VectorEnv, algo: str, overrides: dict[str, Any]) -> Tuning:
+def _auto_tune(
+    env: str | Callable[[], VectorEnv] | VectorEnv, algo: str, overrides: dict[str, Any], env_kwargs: dict[str, Any]
+) -> Tuning:
     """``num_workers="auto"``: measure and choose before anything else starts; print why."""
     if not isinstance(env, str):
         raise ValueError(
             "num_workers='auto' needs an env id: vecfast tunes the vector env it builds "
             "(a given env or factory has its workers already)"
         )
-    tuning = tune(env, algo, **overrides)
+    tuning = tune(env, algo, env_kwargs=env_kwargs, **overrides)
     print("\n".join(tuning.lines()), file=sys.stderr)
     return tuning
 
 
-def _build_env(env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig, double_buffered: bool) -> VectorEnv:
-    """The env a run trains on: an id gets its batched ``vector_entry_point`` where it has one (unless the
-    scheme samples double-buffered, with send/recv), else an AsyncSharedMemVectorEnv."""
+def _build_env(
+    env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig, double_buffered: bool, env_kwargs: dict[str, Any]
+) -> VectorEnv:
+    """The env a run trains on: an id (made with ``env_kwargs``) gets its batched ``vector_entry_point`` where it
+    has one (unless the scheme samples double-buffered, with send/recv), else an AsyncSharedMemVectorEnv."""
     if isinstance(env, VectorEnv):
         return env
     if callable(env):
@@ -91,14 +96,16 @@ def _build_env(env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig,
             raise TypeError(f"the env factory returned {type(built).__name__}, not a gymnasium VectorEnv")
         return built
     if not double_buffered and _find_spec(env).vector_entry_point is not None:
-        return make_vec(env, num_envs=cfg.num_envs)  # the env's batched simulator beats any process pool
+        return make_vec(env, num_envs=cfg.num_envs, **env_kwargs)  # a batched simulator beats any process pool
     vector_kwargs: dict[str, Any] = {
         "num_workers": cfg.num_workers,
         "start_timeout": cfg.env_start_timeout,
     }
     if double_buffered and cfg.num_envs >= 2:
         vector_kwargs["batch_size"] = cfg.num_envs // 2
-    return make_vec(env, num_envs=cfg.num_envs, vectorization_mode="shared_memory", vector_kwargs=vector_kwargs)
+    return make_vec(
+        env, num_envs=cfg.num_envs, vectorization_mode="shared_memory", vector_kwargs=vector_kwargs, **env_kwargs
+    )
 
 
 def _env_name(env: str | Callable[[], VectorEnv] | VectorEnv, built: VectorEnv) -> str:
@@ -165,6 +172,8 @@ def train(
     *,
     scheme: str | None = None,
     num_processes: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    num_envs: int | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Train ``algo`` on ``env`` for ``total_env_steps`` env steps (transitions), one line.
@@ -175,7 +184,11 @@ def train(
     or a VectorEnv (which is left open). ``algo``: a registered algorithm (``"ppo"``) run under
     ``scheme`` (``"sync"``, the default, ``"async"`` or ``"distributed"``), or a pair's name:
     ``"appo"`` (PPO, async) or ``"ddppo"`` (PPO, distributed). ``overrides``: any
-    :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``.
+    :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``. ``env_kwargs``:
+    keyword arguments for the env an id makes (``gymnasium.make_vec(env, **env_kwargs)``: PointNav's
+    ``scenes``, Doom's ``frame_skip``); the run stores them (plain data), so that ``resume`` and
+    ``vecfast.evaluate(run_dir)`` rebuild the same env. ``num_envs``: envs in all (per rank), split
+    over ``num_workers`` as ``vecfast bench`` does (instead of ``num_envs_per_worker``).
     ``num_workers="auto"`` measures env step and inference time first and chooses
     ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tune`); the choice
     and its reasons go to ``config.json``. ``run_dir`` (default ``runs/<env>_<algo>_<time>_<random>``)
@@ -197,24 +210,30 @@ def train(
     env's frame skip); ``fps`` is env frames per second.
     """
     recipe = resolve(algo, scheme)
+    if (env_kwargs or num_envs is not None) and not isinstance(env, str):
+        raise TypeError("env_kwargs and num_envs are for an env id, which vecfast makes; a given env is made already")
+    env_kwargs = env_kwargs_data(env_kwargs or {})
+    if num_envs is not None and "num_envs_per_worker" in overrides:
+        raise ValueError("give num_envs (in all) or num_envs_per_worker, not both")
+    making = _EnvMaking(env_kwargs, num_envs)
     if not recipe.scheme_spec.distributed:
         if num_processes not in (None, 1):
             raise ValueError(f"num_processes is for distributed schemes (algo='ddppo'); {recipe.label} runs in one")
-        return _train(env, recipe, total_env_steps, run_dir, live, resume, overrides, rank=None)
+        return _train(env, recipe, total_env_steps, run_dir, live, resume, overrides, making, rank=None)
     rank = rank_from_environment()
     if rank is None:
         if isinstance(env, VectorEnv):
             raise TypeError("a distributed run builds one vector env per rank: pass an env id or a function")
         if num_processes is not None and num_processes < 1:
             raise ValueError(f"num_processes must be >= 1, got {num_processes}")
-        call = (env, algo, total_env_steps, run_dir, live, resume, scheme, overrides)
+        call = (env, algo, total_env_steps, run_dir, live, resume, scheme, making, overrides)
         return launch_local(num_processes or 1, _train_in_rank, call, run_id=_local_run_id())
     env_id = env if isinstance(env, str) else None
     sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
     watch_owner(os.getppid(), when_gone=_exit_orphaned)  # a rank dies with its launcher
     init_process_group(rank, _rank_device(sampling, rank))
     try:
-        return _train(env, recipe, total_env_steps, run_dir, live and rank.is_main, resume, overrides, rank=rank)
+        return _train(env, recipe, total_env_steps, run_dir, live and rank.is_main, resume, overrides, making, rank)
     finally:
         leave_process_group()
 
@@ -231,8 +250,19 @@ def _local_run_id() -> str:
 
 def _train_in_rank(call: tuple[Any, ...]) -> TrainResult:
     """A rank that :func:`launch_local` started: the same call, now inside the run."""
-    env, algo, total_env_steps, run_dir, live, resume, scheme, overrides = call
-    return train(env, algo, total_env_steps, run_dir, live, resume, scheme=scheme, **overrides)
+    env, algo, total_env_steps, run_dir, live, resume, scheme, making, overrides = call
+    return train(env, algo, total_env_steps, run_dir, live, resume, scheme=scheme, **making.as_arguments(), **overrides)
+
+
+@dataclass(frozen=True)
+class _EnvMaking:
+    """How ``train`` makes the env of an id: its keyword arguments (plain data) and the envs in all, if given."""
+
+    env_kwargs: dict[str, Any]
+    num_envs: int | None
+
+    def as_arguments(self) -> dict[str, Any]:
+        return {"env_kwargs": self.env_kwargs, "num_envs": self.num_envs}
 
 
 def _rank_device(cfg: TrainConfig, rank: RankInfo) -> torch.device:
@@ -249,12 +279,14 @@ def _train(
     live: bool,
     resume: bool,
     overrides: dict[str, Any],
+    making: _EnvMaking,
     rank: RankInfo | None,
 ) -> TrainResult:
     main = rank is None or rank.is_main
     restarted = rank is not None and rank.restarts > 0  # by the launcher: continue where the run was
     run_dir = run_dir if run_dir is not None or rank is None else _distributed_run_dir(env, recipe)
     state = None
+    env_kwargs = making.env_kwargs
     if run_dir is not None:
         collective.from_main(lambda: check_run_dir(run_dir, resume or restarted))  # before the envs start
     if resume or restarted:
@@ -264,14 +296,19 @@ def _train(
         if state is not None:
             _check_same_recipe(state, recipe, run_dir)
             overrides = {**state["config"], **overrides}
+            env_kwargs = {**state.get("env_kwargs", {}), **env_kwargs}
+    env_id = env if isinstance(env, str) else None
+    if making.num_envs is not None:
+        layers = {**recipe.defaults, **env_recipe(env_id), **overrides}
+        overrides = {**overrides, **split_num_envs(making.num_envs, layers.get("num_workers", TrainConfig.num_workers))}
     tuning = None
     if overrides.get("num_workers") == AUTO:
-        tuning = _auto_tune(env, recipe.label, overrides)
+        tuning = _auto_tune(env, recipe.label, overrides, env_kwargs)
         choice = tuning.choice
         overrides = {**overrides, "num_workers": choice.num_workers, "num_envs_per_worker": choice.num_envs_per_worker}
-    env_id = env if isinstance(env, str) else None
     sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
-    vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered)
+    resolve_device(sampling)  # a device this machine lacks fails here, before the envs and the run directory
+    vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered, env_kwargs)
     owns_env = vec_env is not env
     trainer = None
     run = None
@@ -288,6 +325,7 @@ def _train(
                     "algo": recipe.algo,
                     "scheme": recipe.scheme,
                     "env": env_name,
+                    "env_kwargs": env_kwargs,
                     "total_env_steps": total_env_steps,
                     "env_frameskip": frameskip,
                     "num_envs": vec_env.num_envs,
@@ -302,7 +340,10 @@ def _train(
             trainer.load_state_dict(state)
         best = state.get("best_return", -np.inf) if state is not None else -np.inf
         step_timeout = RunStepTimeout(vec_env if owns_env else None, cfg.step_timeout)
-        loop = _TrainingLoop(trainer, run, cfg, recipe, env_name, vec_env, frameskip, best, step_timeout)
+        episodes_before = int(state["metrics"].get("episodes", 0)) if state is not None else 0
+        loop = _TrainingLoop(
+            trainer, run, cfg, recipe, env_name, env_kwargs, vec_env, frameskip, best, step_timeout, episodes_before
+        )
         stats = loop.run(total_env_steps, live, steps_at_start=resumed_at or 0)
         return TrainResult(path, trainer.model.eval(), stats)
     finally:
@@ -360,13 +401,16 @@ class _TrainingLoop:
         cfg: TrainConfig,
         recipe: Recipe,
         env_name: str,
+        env_kwargs: dict[str, Any],
         env: VectorEnv,
         frameskip: int,
         best_return: float,
         step_timeout: RunStepTimeout,
+        episodes_before: int,
     ) -> None:
         self.trainer, self.run_dir, self.cfg, self.recipe = trainer, run, cfg, recipe
-        self.env_name, self.env, self.frameskip = env_name, env, frameskip
+        self.env_name, self.env_kwargs, self.env, self.frameskip = env_name, env_kwargs, env, frameskip
+        self.episodes_before = episodes_before  # a resumed run's count carries on
         self.best_return = best_return
         self.step_timeout = step_timeout
         self.metrics: dict[str, Any] = {"env_steps": 0}
@@ -379,9 +423,12 @@ class _TrainingLoop:
         env = self.env
         state = {  # tensors and plain data only: loading it runs no code (run_dir.load_checkpoint)
             **self.trainer.state_dict(),
+            # the env steps reported with the weights (an asynchronous sampler has gone on since): its file name
+            "env_steps": int(self.metrics["env_steps"]),
             "algo": self.recipe.algo,
             "scheme": self.recipe.scheme,
             "env": self.env_name,
+            "env_kwargs": self.env_kwargs,
             "config": self.cfg.to_dict(),
             "observation_space": space_to_data(env.single_observation_space),
             "action_space": space_to_data(env.single_action_space),
@@ -415,6 +462,8 @@ class _TrainingLoop:
             "fps": env_steps_per_second * self.frameskip,
             "time": elapsed,
         }
+        if "episodes" in self.metrics:
+            self.metrics["episodes"] += self.episodes_before
         self.iterations += 1
         if metrics.policy_lag is not None:
             lag = metrics.policy_lag
@@ -467,10 +516,13 @@ class _TrainingLoop:
             except Exception as error:
                 _save_after(error, self.final_checkpoint, progress)
                 raise
-        saved = self.final_checkpoint()
-        stopped = "interrupted" if interrupted else "done"
-        env_steps = int(self.metrics["env_steps"])
-        progress.note(f"{stopped} at {env_steps:,} env steps; " + (f"saved {saved}" if saved else "nothing to save"))
+            saved = self.final_checkpoint()
+            env_steps = int(self.metrics["env_steps"])
+            stopped = "interrupted" if interrupted else "done"
+            ending = f"{stopped} at {env_steps:,} env steps; " + (f"saved {saved}" if saved else "nothing to save")
+            if dashboard is not None:
+                dashboard.finish(stopped, ending)  # its last frame says how the run ended and where it is
+        progress.note(ending)
         lags = np.array(self.lags) if self.lags else np.zeros((1, 3))
         return {
             "env_steps": env_steps,

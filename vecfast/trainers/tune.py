@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -153,11 +154,20 @@ class Tuning:
         return asdict(self)
 
 
-def tune(env_id: str, algo: str = "appo", seconds: float = 1.0, cores: int | None = None, **overrides: Any) -> Tuning:
+def tune(
+    env_id: str,
+    algo: str = "appo",
+    seconds: float = 1.0,
+    cores: int | None = None,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> Tuning:
     """Measure ``env_id`` and the policy ``algo`` would train on this machine; choose the sampling layout.
 
     ``seconds``: how long env steps are timed, and acting (on the smallest and the largest
     batch the choice can give) as long again. ``cores``: default :func:`available_cores`.
+    ``env_kwargs``: keyword arguments for ``gymnasium.make(env_id)``, as training will make it.
     ``overrides``: :class:`TrainConfig` keys that shape the model or its device
     (``num_workers``/``num_envs_per_worker`` are ignored: they are what is chosen).
     Everything is validated before anything is measured.
@@ -174,7 +184,7 @@ def tune(env_id: str, algo: str = "appo", seconds: float = 1.0, cores: int | Non
     cores = available_cores() if cores is None else cores
     model_overrides = {k: v for k, v in overrides.items() if k not in TUNED_KEYS}
     TrainConfig.from_overrides(**{**recipe.defaults, **model_overrides})  # bad keys or values raise before measuring
-    env = gym.make(env_id)
+    env = gym.make(env_id, **(env_kwargs or {}))
     try:
         t_env, env_steps = time_env_step(env, seconds)
         observation_space, action_space = env.observation_space, env.action_space

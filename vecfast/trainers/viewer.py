@@ -137,11 +137,13 @@ class Dashboard:
         return shares
 
 
-def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") -> Panel:
-    """The dashboard as one rich renderable."""
+def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits", status: str | None = None) -> Panel:
+    """The dashboard as one rich renderable; ``status`` in its title (default: running, or finished)."""
     m = board.last
+    status = status or ("finished" if board.finished else "running")
     if m is None:
-        return Panel(Text("waiting for the first learner iteration ...", style="dim"), title=Text(board.title))
+        waiting = Text("waiting for the first learner iteration ...", style="dim")
+        return Panel(waiting, title=Text(f"{board.title} ({status})"), subtitle=Text(hint))
     throughput = Table.grid(padding=(0, 2))
     throughput.add_column(style="bold")
     throughput.add_column(justify="right")
@@ -200,7 +202,6 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits") 
     top.add_column()
     top.add_column()
     top.add_row(throughput, learning)
-    status = "finished" if board.finished else "running"
     return Panel(
         Group(progress, Text(""), top, Text(""), episodes, Text(""), components),
         title=Text(f"{board.title} ({status})"),
@@ -229,6 +230,11 @@ class LiveDashboard:
     def update(self, metrics: dict[str, Any]) -> None:
         self.board.update(metrics)
         self._draw(self.live.update, render(self.board, self.console.width, "Ctrl-C stops training"), refresh=True)
+
+    def finish(self, status: str, ending: str) -> None:
+        """The last frame: ``status`` ("interrupted", "done") in its title and how the run ended ("... at N env
+        steps; saved <checkpoint>") in its footer."""
+        self._draw(self.live.update, render(self.board, self.console.width, ending, status), refresh=True)
 
     def __exit__(self, *exc: object) -> None:
         self._draw(self.live.__exit__, None, None, None)
