@@ -18,7 +18,9 @@ import contextlib
 import copy
 import functools
 import multiprocessing
+import re
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,7 +32,7 @@ from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.spaces import GraphInstance
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 from helpers import assert_tree_equal
 
 from vecfast import AsyncSharedMemVectorEnv
@@ -57,10 +59,16 @@ def _action_space(kind: str) -> spaces.Space:
         return spaces.Discrete(3)
     if kind == "box":
         return spaces.Box(-1.0, 1.0, (2,), np.float32)
+    if kind == "scalar_box":  # as gymnasium's own tests' SlowEnv: the action is a number of seconds
+        return spaces.Box(0.0, 1.0, (), np.float32)
     if kind == "int_box":
         return spaces.Box(-3, 3, (2,), np.int64)
     if kind == "dict":
         return spaces.Dict({"move": spaces.Discrete(3), "aim": spaces.Box(-1.0, 1.0, (2,), np.float32)})
+    if kind == "oneof":
+        return spaces.OneOf((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32)))
+    if kind == "text":
+        return spaces.Text(4, charset="abc")
     raise ValueError(f"unknown action kind {kind!r}")
 
 
@@ -526,6 +534,33 @@ def test_constructor_error_types(make_vec: Any, case: str) -> None:
         make_vec(fns_builder(), **kwargs)
 
 
+CONSTRUCTOR_MESSAGES: dict[str, tuple[dict[str, Any], str]] = {
+    # The patterns gymnasium 1.4's own tests/vector match (test_observation_mode.py,
+    # test_async_vector_env.py); vecfast's messages add the env and the spaces.
+    "same_mode_space_mismatch": (
+        {},
+        "the sub-environments observation spaces are not equivalent. .*"
+        "If this is intentional, use `observation_mode='different'` instead.",
+    ),
+    "spaces_mode_shape_mismatch": (
+        {"observation_mode": CONSTRUCTOR_ERRORS["spaces_mode_shape_mismatch"][1]["observation_mode"]},
+        "do not share a common shape and dtype",
+    ),
+    "max_concurrency_float": ({"max_concurrency": 2.5}, "`max_concurrency` must be an integer or None, got"),
+    "max_concurrency_str": ({"max_concurrency": "2"}, "`max_concurrency` must be an integer or None, got"),
+    "max_concurrency_zero": ({"max_concurrency": 0}, "`max_concurrency` must be a positive or None, got"),
+    "max_concurrency_negative": ({"max_concurrency": -1}, "`max_concurrency` must be a positive or None, got"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONSTRUCTOR_MESSAGES))
+def test_constructor_error_messages_match_gymnasiums(make_vec: Any, case: str) -> None:
+    kwargs, pattern = CONSTRUCTOR_MESSAGES[case]
+    fns = CONSTRUCTOR_ERRORS[case][0]() if case in CONSTRUCTOR_ERRORS else probe_fns()
+    with pytest.raises((RuntimeError, ValueError), match=pattern):
+        make_vec(fns, **kwargs)
+
+
 # ============================================================================ split API
 
 
@@ -697,6 +732,37 @@ def test_close_with_a_call_pending(make_vec: Any, process_guard: Any, which: str
     assert alive == [], f"workers still alive after close(): {alive}"
     with pytest.raises(ClosedEnvironmentError):
         vec.step(discrete_actions(0))
+
+
+@pytest.mark.parametrize("terminate", [False, True], ids=["close", "terminate"])
+@pytest.mark.parametrize("finished", [False, True], ids=["running", "finished"])
+@pytest.mark.parametrize("which", ["reset_async", "step_async", "call_async"])
+def test_close_with_a_call_pending_warns(make_vec: Any, which: str, finished: bool, terminate: bool) -> None:
+    """gymnasium's close_extras warns (``gymnasium.logger.warn``) whenever a call is pending,
+    whether or not its envs are done, and with ``terminate=True`` too."""
+    where = which.removesuffix("_async")
+    vec = make_vec(probe_fns(sleep=0.0 if finished else 0.3, sleep_on=(where,)))
+    if which != "reset_async":
+        vec.reset(seed=0)
+    _start(vec, which)
+    if finished:
+        time.sleep(0.3)
+    expected = f"Calling `close` while waiting for a pending call to `{where}` to complete."
+    with pytest.warns(UserWarning, match=re.escape(expected)):
+        vec.close(terminate=terminate)
+    assert vec.closed
+
+
+@pytest.mark.parametrize("terminate", [False, True], ids=["close", "terminate"])
+def test_close_without_a_pending_call_does_not_warn(make_vec: Any, terminate: bool) -> None:
+    vec = make_vec(probe_fns())
+    vec.reset(seed=0)
+    vec.step(discrete_actions(0))
+    vec.call("scaled", 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        vec.close(terminate=terminate)
+    assert [str(w.message) for w in caught if "pending call" in str(w.message)] == []
 
 
 # ============================================================================ results
@@ -990,6 +1056,85 @@ def test_actions_reach_the_env_unchecked(make_vec: Any, case: str) -> None:
     seen = vec.get_attr("last_action")
     for i, action in enumerate(seen):
         np.testing.assert_array_equal(np.asarray(action, np.float64), actions[i].astype(np.float64), f"env {i}")
+
+
+def _as_received(value: Any) -> Any:
+    """What an env received, down to its type: (type name, dtype, value) at every leaf."""
+    if isinstance(value, dict):
+        return {key: _as_received(v) for key, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, [_as_received(v) for v in value])
+    dtype = str(value.dtype) if isinstance(value, (np.ndarray, np.generic)) else None
+    return (type(value).__name__, dtype, np.asarray(value).tolist())
+
+
+ACTIONS_AS_PASSED: dict[str, tuple[str, Callable[[], Any]]] = {
+    # The space's own dtype (the shared-memory path): numpy scalars and rows of that dtype.
+    "scalar_box_float32": ("scalar_box", lambda: np.array([0.0, 0.25, 0.5], np.float32)),
+    "box_float32": ("box", lambda: np.array([[0.5, -0.5], [0.25, 1.0], [-1.0, 0.0]], np.float32)),
+    "discrete_int64": ("discrete", lambda: np.array([2, 0, 1], np.int64)),
+    "dict_own_dtypes": (
+        "dict",
+        lambda: {"move": np.array([2, 0, 1], np.int64), "aim": np.zeros((NUM_ENVS, 2), np.float32)},
+    ),
+    # Another dtype or container: gymnasium's iterate hands each env its element as it is.
+    "scalar_box_float64": ("scalar_box", lambda: np.array([0.0, 0.25, 0.5], np.float64)),
+    "box_float64": ("box", lambda: np.array([[0.5, -0.5], [0.25, 1.0], [-1.0, 0.0]], np.float64)),
+    "box_float16": ("box", lambda: np.array([[0.5, -0.5], [0.25, 1.0], [-1.0, 0.0]], np.float16)),
+    "scalar_box_python_floats": ("scalar_box", lambda: [0.0, 0.25, 0.5]),
+    "discrete_int32": ("discrete", lambda: np.array([2, 0, 1], np.int32)),
+    "discrete_python_ints": ("discrete", lambda: [2, 0, 1]),
+    "discrete_tuple_of_numpy_ints": ("discrete", lambda: (np.int64(2), np.int64(0), np.int64(1))),
+    "discrete_with_none": ("discrete", lambda: [None, 0, 1]),
+    "int_box_int32": ("int_box", lambda: np.array([[1, -1], [0, 3], [-3, 2]], np.int32)),
+    "dict_mixed": ("dict", lambda: {"move": [2, 0, 1], "aim": np.zeros((NUM_ENVS, 2), np.float64)}),
+    "text": ("text", lambda: ("ab", "", "cab")),
+    "oneof_numpy": (
+        "oneof",
+        lambda: ((np.int64(0), np.int64(2)), (np.int64(1), np.zeros(2, np.float32)), (np.int64(0), np.int64(0))),
+    ),
+    "oneof_python_ints": ("oneof", lambda: ((0, 2), (1, np.zeros(2, np.float32)), (0, 0))),
+}
+
+
+@pytest.mark.parametrize("case", list(ACTIONS_AS_PASSED))
+def test_each_env_receives_its_action_as_passed(make_vec: Any, case: str) -> None:
+    """gymnasium's step_async sends each env its item of ``iterate(action_space, actions)``:
+    a float64 batch for a float32 Box arrives as float64, a list's Python ints as ints."""
+    action_kind, actions = ACTIONS_AS_PASSED[case]
+    vec = make_vec(probe_fns(action=action_kind))
+    vec.reset(seed=0)
+    for _ in range(2):  # the second step: nothing left over from the first
+        vec.step(actions())
+        seen = [_as_received(action) for action in vec.get_attr("last_action")]
+        expected = [_as_received(action) for action in iterate(vec.action_space, actions())]
+        assert seen == expected
+
+
+class SleepForActionEnv(gym.Env):
+    """gymnasium's SlowEnv (tests/vector/testing_utils.py): ``step`` sleeps ``action`` seconds."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = spaces.Box(0.0, 1.0, (), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any):
+        time.sleep(action)  # a TypeError for np.float32, which is not a Python float
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+def test_a_float64_batch_for_a_float32_box_reaches_time_sleep(make_vec: Any) -> None:
+    """gymnasium's test_step_timeout_async_vector_env: ``time.sleep(action)`` takes np.float64."""
+    vec = make_vec([SleepForActionEnv] * NUM_ENVS)
+    vec.reset(seed=0)
+    vec.step_async(np.array([0.0, 0.0, 0.3]))
+    with pytest.raises(multiprocessing.TimeoutError):
+        vec.step_wait(timeout=0.1)
+    vec.close(terminate=True)
 
 
 # ============================================================================ one env object behind several env_fns

@@ -70,8 +70,10 @@ class AsyncSharedMemVectorEnv(VectorEnv):
     and Tuple) live in shared memory. Graph, Sequence and custom spaces, or every space
     with ``shared_memory=False``, travel pickled through the worker's pipe: one message
     per env per step, which costs tens of microseconds plus the pickling of the value.
-    Actions go through shared memory when their values fit the action space's dtype
-    exactly, else pickled, so the env receives what the caller passed, as with gymnasium.
+    Each env receives its action as gymnasium's ``iterate(action_space, actions)`` gives
+    it: a batch that is a numpy array of the action space's dtype goes through shared
+    memory, any other (another dtype, lists, Python numbers) is pickled element by element,
+    so a float64 batch for a float32 Box reaches the envs as float64, as in gymnasium.
 
     Args:
         env_fns: functions that create the envs (pickled with cloudpickle).
@@ -136,8 +138,13 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self.num_envs = num_envs = len(env_fns)
         if num_envs == 0:
             raise ValueError("env_fns is empty: a vector env needs at least one env")
-        if max_concurrency is not None and (not isinstance(max_concurrency, (int, np.integer)) or max_concurrency < 1):
-            raise ValueError(f"`max_concurrency` must be a positive integer or None, got {max_concurrency!r}.")
+        if max_concurrency is not None:  # gymnasium's checks and words
+            if not isinstance(max_concurrency, (int, np.integer)):
+                raise ValueError(
+                    f"`max_concurrency` must be an integer or None, got {type(max_concurrency)} ({max_concurrency!r})."
+                )
+            if max_concurrency < 1:
+                raise ValueError(f"`max_concurrency` must be a positive or None, got {max_concurrency}.")
         most = min(os.cpu_count() or 1, num_envs, max_concurrency or num_envs)
         num_workers = most if num_workers is None else num_workers
         if not 1 <= num_workers <= min(num_envs, max_concurrency or num_envs):
@@ -262,17 +269,18 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         for i, (obs_space, action_space) in enumerate(env_spaces):
             if self.observation_mode == "same" and obs_space != self.single_observation_space:
                 raise RuntimeError(
-                    f"AsyncSharedMemVectorEnv(..., observation_mode='same') however env {i}'s observation space "
-                    f"{obs_space} differs from {self.single_observation_space}. If this is intentional, use "
-                    "`observation_mode='different'` instead."
+                    "AsyncSharedMemVectorEnv(..., observation_mode='same') however some of the sub-environments "
+                    f"observation spaces are not equivalent: env {i}'s {obs_space} differs from env 0's "
+                    f"{self.single_observation_space}. If this is intentional, use `observation_mode='different'` "
+                    "instead."
                 )
             if self.observation_mode != "same" and not is_space_dtype_shape_equiv(
                 self.single_observation_space, obs_space
             ):
                 raise RuntimeError(
-                    f"AsyncSharedMemVectorEnv(..., observation_mode='different' or custom space) however env {i}'s "
-                    f"observation space {obs_space} does not share a common shape and dtype with "
-                    f"{self.single_observation_space}."
+                    "AsyncSharedMemVectorEnv(..., observation_mode='different' or custom space) however the "
+                    "sub-environment's observation spaces do not share a common shape and dtype: "
+                    f"env {i}'s {obs_space} against the single observation space {self.single_observation_space}."
                 )
             if action_space != self.single_action_space:
                 raise RuntimeError(
@@ -384,16 +392,18 @@ class AsyncSharedMemVectorEnv(VectorEnv):
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
         """Ask workers to close their envs; kill whatever has not exited after ``timeout``.
 
-        Envs still inside an abandoned call (one interrupted, or never waited for) get
-        a second to finish; workers still busy then are killed, not waited for.
+        A call still pending (started and not waited for, or whose wait timed out or was
+        interrupted) is warned about as gymnasium does, finished or not, and with
+        ``terminate`` too. Envs still inside an abandoned call get a second to finish;
+        workers still busy then are killed, not waited for.
         """
         if not hasattr(self, "_envs"):  # the constructor failed; it stopped the workers itself
             return
+        if self._call is not None:
+            logger.warn(f"Calling `close` while waiting for a pending call to `{self._call.name}` to complete.")
         timeout = self.close_timeout if timeout is None else timeout
         busy: set[int] = set()
         if not terminate and self._pool.broken is None and (self._envs.phase == Phase.RUNNING).any():
-            if self._call is not None:
-                logger.warn(f"Calling `close` while waiting for a pending call to `{self._call.name}` to complete.")
             with contextlib.suppress(Exception):  # a failure there is no reason not to close
                 self._wait(lambda: not (self._envs.phase == Phase.RUNNING).any(), min(timeout, _BUSY_CLOSE_GRACE))
             running = self._envs.in_phase(Phase.RUNNING)

@@ -140,7 +140,12 @@ class SpaceBuffer(ABC):
         """The batch of ``rows`` (all rows when None); ``copy=False`` may return views of the buffer."""
 
     def assign(self, rows: Any, batch: Any) -> bool:
-        """Store a batch (gymnasium's batched layout) in ``rows``; False if it does not fit exactly."""
+        """Store a batch of actions (gymnasium's batched layout) in ``rows``, or return False.
+
+        True only where each env then reads back from the buffer what gymnasium's
+        ``iterate(action_space, batch)`` would have handed it, down to its type; anything
+        else travels pickled, element by element, as gymnasium sends it.
+        """
         return False
 
 
@@ -163,22 +168,18 @@ class ArrayBuffer(SpaceBuffer):
         return self.array.copy() if copy else self.array
 
     def assign(self, rows: Any, batch: Any) -> bool:
-        """Actions as they come: exact values in the buffer, or False (they travel pickled).
-
-        Floats narrowed to the space's float dtype are accepted; any other change of
-        value (floats into integers, integers out of the dtype's range) is not.
+        """A numpy array of the buffer's dtype and shape, the common case: its rows are what
+        ``iterate`` gives (numpy scalars or arrays of that dtype). Any other batch (another
+        dtype, a list of Python numbers, an array subclass) travels pickled: a float64 batch
+        for a float32 Box reaches the env as float64, as in gymnasium.
         """
         dst = self.array
-        values = batch if type(batch) is np.ndarray else np.asarray(batch)
-        if values.shape != (len(dst) if isinstance(rows, slice) else len(rows), *dst.shape[1:]):
+        if type(batch) is not np.ndarray or batch.dtype != dst.dtype:
             return False
-        if values.dtype == dst.dtype:
-            dst[rows] = values
-            return True
-        if not np.can_cast(values.dtype, dst.dtype, "same_kind"):
+        if batch.shape != (len(dst) if isinstance(rows, slice) else len(rows), *dst.shape[1:]):
             return False
-        dst[rows] = values
-        return (values.dtype.kind == "f" and dst.dtype.kind == "f") or bool(np.array_equal(dst[rows], values))
+        dst[rows] = batch
+        return True
 
 
 class TextBuffer(SpaceBuffer):
@@ -204,7 +205,7 @@ class TextBuffer(SpaceBuffer):
         return tuple(self.read_row(i) for i in (range(len(self.array)) if rows is None else rows.tolist()))
 
     def assign(self, rows: Any, batch: Any) -> bool:
-        return _assign_rows(self, len(self.array), rows, batch, lambda s: isinstance(s, str) and self.space.contains(s))
+        return _assign_rows(self, len(self.array), rows, batch, lambda s: type(s) is str and self.space.contains(s))
 
 
 class OneOfBuffer(SpaceBuffer):
@@ -227,8 +228,8 @@ class OneOfBuffer(SpaceBuffer):
     def read(self, rows: np.ndarray | None, copy: bool) -> tuple[tuple[np.int64, Any], ...]:
         return tuple(self.read_row(i) for i in (range(len(self.index)) if rows is None else rows.tolist()))
 
-    def assign(self, rows: Any, batch: Any) -> bool:
-        return _assign_rows(self, len(self.index), rows, batch, self.space.contains)
+    # No assign: OneOf actions travel pickled, since the buffer would turn a Python int
+    # index (or a subspace value of another type) into a numpy one.
 
 
 class DictBuffer(SpaceBuffer):

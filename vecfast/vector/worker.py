@@ -29,6 +29,7 @@ from vecfast.vector.protocol import EnvStatus, Job, JobRing, spin_acquire
 from vecfast.vector.shared_buffers import SharedArena, slot_buffers, space_buffer
 
 FORBIDDEN_CALLS = ("reset", "step", "close")  # the vector env's own methods do these
+FROM_BUFFER = object()  # the env's action is in the shared action buffer (a pickled action may be None)
 
 
 def run_worker(
@@ -184,11 +185,14 @@ class _Worker:
         progress = self.progress
         progress[1] += 1
         offset = self.offset
+        from_buffer = FROM_BUFFER
         for position, k in enumerate(local):
             env_index = offset + k
             progress[0] = env_index
             try:
-                obs, reward, terminated, truncated, info = fn(k, env_index, None if args is None else args[position])
+                obs, reward, terminated, truncated, info = fn(
+                    k, env_index, from_buffer if args is None else args[position]
+                )
                 if obs_buffer is None:
                     report.observations[env_index] = obs
                 else:
@@ -234,6 +238,7 @@ class _Worker:
         next_step_reset = self.next_step_reset
         same_step_reset = self.same_step_reset
         read_action = None if self.action_buffer is None else self.action_buffer.read_row
+        from_buffer = FROM_BUFFER
 
         def step_env(k: int, env_index: int, action: Any) -> StepResult:
             env = envs[k]
@@ -244,7 +249,7 @@ class _Worker:
                 reward, terminated, truncated = 0.0, False, False
             else:
                 obs, reward, terminated, truncated, info = env.step(
-                    read_action(env_index) if action is None else action
+                    read_action(env_index) if action is from_buffer else action
                 )
                 if same_step_reset and (terminated or truncated):
                     final_obs, final_info = obs, info
