@@ -1,7 +1,7 @@
 """Every README snippet runs as pasted.
 
-The README's fenced code blocks are extracted and run, each in a fresh subprocess whose
-working directory is a fresh, empty temporary directory:
+The README's fenced code blocks are extracted and run in order, each in a fresh subprocess, all in
+one working directory, as a user pastes them one after another into one terminal:
 
 - ```` ```python ```` blocks run as a script with this interpreter.
 - ```` ```bash ````/``sh``/``shell``/``console`` blocks: their ``vecfast ...`` and ``python ...``
@@ -11,9 +11,10 @@ working directory is a fresh, empty temporary directory:
 - ```` ```text ```` blocks (diagrams, output) are not code. A block without a language fails
   the test: say what it is.
 
-Each run must exit 0 within its timeout and leave behind nothing but what its block
-documents: no file in the working directory (no ``_vizdoom/``), none in its ``TMPDIR``, and no
-process that outlives it.
+Each run must exit 0 within its timeout and leave behind nothing but what its block (or a block
+before it) documents: no other file in the working directory (no ``_vizdoom/``), none in its own
+``TMPDIR``, and no process that outlives it. So two blocks that train into the same run directory
+fail, as they would for the user (the second finds a run there).
 
 Markers, HTML comments on the lines right before a block's opening fence, visible in the
 README's source and invisible when it is rendered:
@@ -25,7 +26,7 @@ README's source and invisible when it is rendered:
 - ``<!-- readme-test: creates PATH [PATH ...] -->``: the files or directories the block is
   documented to leave in the working directory (e.g. ``runs/``).
 
-Blocks are self-contained: none relies on variables or files of another.
+Blocks are self-contained: none relies on variables or files of another (``-k`` runs one alone).
 """
 
 from __future__ import annotations
@@ -214,10 +215,13 @@ def outliving_processes(tag: str, grace: float = 5.0) -> list[str]:
     return described
 
 
-def run_block(block: Block, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str] | None, Path, Path, str]:
-    cwd, tmpdir, script_dir = tmp_path / "cwd", tmp_path / "tmp", tmp_path / "script"
+def run_block(
+    block: Block, tmp_path: Path, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str] | None, Path, Path, str]:
+    """Run ``block`` in ``cwd`` (default: a new directory), with its own TMPDIR."""
+    cwd, tmpdir, script_dir = cwd or tmp_path / "cwd", tmp_path / "tmp", tmp_path / "script"
     for d in (cwd, tmpdir, script_dir):
-        d.mkdir()
+        d.mkdir(exist_ok=True)
     tag = uuid.uuid4().hex
     command = block_command(block, script_dir)
     if command is None:
@@ -249,18 +253,32 @@ def _tail(stdout: str, stderr: str) -> str:
 # --- the tests ---------------------------------------------------------------------------
 
 
+@dataclass
+class Workspace:
+    """The one directory every block runs in, and what the blocks run so far are documented to leave there."""
+
+    cwd: Path
+    created: set[str] = field(default_factory=set)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("readme-cwd"))
+
+
 @pytest.mark.timeout(TIMEOUT_S + 30)
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=[b.id for b in RUN_BLOCKS])
-def test_readme_block_runs_as_pasted(block: Block, tmp_path: Path) -> None:
+def test_readme_block_runs_as_pasted(block: Block, tmp_path: Path, workspace: Workspace) -> None:
     assert not block.marker_errors, f"{block.where}: " + "; ".join(block.marker_errors)
     if block.skip is not None:
         pytest.skip(f"{block.where} marked skip: {block.skip}")
-    done, cwd, tmpdir, tag = run_block(block, tmp_path)
+    workspace.created |= block.creates
+    done, cwd, tmpdir, tag = run_block(block, tmp_path, workspace.cwd)
     if done is None:
         pytest.skip(f"{block.where}: install commands only")
     outliving = outliving_processes(tag)
     assert done.returncode == 0, f"{block.where} exited with {done.returncode}\n{_tail(done.stdout, done.stderr)}"
-    left = leftovers(cwd, block.creates)
+    left = leftovers(cwd, workspace.created)
     assert not left, (
         f"{block.where} left {left} in its working directory; a vecfast env must not write there, and files "
         "a block documents writing are listed in `<!-- readme-test: creates PATH -->`"

@@ -86,6 +86,21 @@ class NoPartialReset(VectorEnv):
         return self.env.step(actions)
 
 
+@pytest.mark.parametrize("algo", ["ppo", "appo"])
+def test_training_logs_the_env_metrics_that_evaluate_reports(algo: str, tmp_path: Path) -> None:
+    """The final infos' numbers (PointNav's success and SPL) go into metrics.jsonl as the means over the last
+    stats_avg episodes: by the same rule as evaluate's metrics."""
+    train(lambda: countdown_envs([4, 6]), algo=algo, total_env_steps=240, run_dir=tmp_path, rollout=8,
+          batch_size=16, use_rnn=False, **TINY)  # fmt: skip
+    last = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    assert 10 < last["episodes"] < 100  # all of them in the 100-episode window
+    assert last["won"] == 1.0 and last["score"] == pytest.approx(10 * last["steps"])
+    assert 4 < last["steps"] < 6  # the mean over both envs' episodes: 4 and 6 steps
+    assert "name" not in last and "trace" not in last  # no numeric scalars
+    result = evaluate(tmp_path, lambda: countdown_envs([4, 6]), episodes=4)
+    assert result.metrics == {"score": 50.0, "steps": 5.0, "won": 1.0}
+
+
 def policy_for(env: VectorEnv, **overrides: Any) -> ActorCritic:
     cfg = TrainConfig.from_overrides(**{**TINY, "use_rnn": False, **overrides})
     return ActorCritic(env.single_observation_space, env.single_action_space, cfg)

@@ -8,7 +8,7 @@ distributed run every rank must make the same calls in the same order, as with a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import torch
@@ -56,6 +56,16 @@ def all_mean(values: dict[str, float]) -> dict[str, float]:
     names = sorted(values)
     sums = all_sum(torch.tensor([float(values[k]) for k in names], dtype=torch.float64))
     return {k: v / world_size() for k, v in zip(names, sums.tolist(), strict=True)}
+
+
+def all_names(names: Iterable[str]) -> list[str]:
+    """The sorted union of every rank's ``names`` (each rank's envs may have reported different ones so far)."""
+    mine = sorted(names)
+    if not is_distributed():
+        return mine
+    gathered: list[Any] = [None] * world_size()
+    dist.all_gather_object(gathered, mine)
+    return sorted({name for rank_names in gathered for name in rank_names})
 
 
 def from_main(fn: Callable[[], T]) -> T:

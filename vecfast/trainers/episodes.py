@@ -1,46 +1,121 @@
-"""Episode returns and lengths, counted by the trainer from rewards (any wrapper stack works)."""
+"""Finished episodes: returns and lengths counted by the trainer from rewards (any wrapper stack works), and
+the env's own figures of each episode (PointNav's success and SPL, Doom's frags) read from its final info.
+
+One rule for what an episode's final info holds, shared by training (:class:`EpisodeTracker`, whose
+means go to ``metrics.jsonl``) and :func:`vecfast.evaluate`.
+"""
 
 from __future__ import annotations
 
+import numbers
+import threading
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 
 from vecfast.trainers import collective
 from vecfast.trainers.metrics import EpisodeStats
 
+# info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}
+# (the return and length are counted from the rewards; "t" is wall time), SAME_STEP's final
+# observation and info (read as the final info instead), recv's env ids
+_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id")
+
+
+def episode_metrics(info: Mapping[str, Any], i: int, mode: AutoresetMode) -> dict[str, float]:
+    """The numeric scalars of the final info of the episode that row ``i`` of a vector info ends (SAME_STEP
+    keeps it in ``info["final_info"]``); nested dicts as ``a/b``."""
+    if mode == AutoresetMode.SAME_STEP:
+        if "final_info" not in info or not _numpy(info.get("_final_info", np.ones(i + 1, bool)))[i]:
+            return {}
+        info = info["final_info"]
+    return _scalars(info, i)
+
+
+def _scalars(info: Mapping[str, Any], i: int, prefix: str = "") -> dict[str, float]:
+    """Row ``i`` of a gymnasium vector info (arrays and ``_key`` masks): its numeric scalars."""
+    out: dict[str, float] = {}
+    for key, value in info.items():
+        if key.startswith("_") or (not prefix and key in _NOT_METRICS):
+            continue
+        mask = info.get(f"_{key}")
+        if mask is not None and not bool(_numpy(mask)[i]):
+            continue
+        if isinstance(value, Mapping):
+            out.update(_scalars(value, i, f"{prefix}{key}/"))
+            continue
+        try:
+            item = _numpy(value)[i]
+        except (IndexError, TypeError):
+            continue
+        if np.ndim(item) == 0 and isinstance(item, (numbers.Real, np.bool_)):
+            out[prefix + key] = float(item)
+    return out
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
 
 class EpisodeTracker:
-    """Running return and length per env; finished episodes in a window of the last ``window``."""
+    """Running return and length per env; the last ``window`` finished episodes' returns, lengths and env
+    metrics (the trainers' envs autoreset on the next step). A sampler thread records while the learner's thread
+    summarises: a lock keeps them apart."""
 
     def __init__(self, num_envs: int, window: int = 100) -> None:
         self.returns_so_far = np.zeros(num_envs, np.float64)
         self.lengths_so_far = np.zeros(num_envs, np.int64)
+        self.window = window
         self.returns: deque[float] = deque(maxlen=window)
         self.lengths: deque[int] = deque(maxlen=window)
+        self.metrics: dict[str, deque[float]] = {}
         self.episodes = 0
+        self._lock = threading.Lock()
 
-    def record(self, env_ids: np.ndarray | slice, rewards: np.ndarray, done: np.ndarray, valid: np.ndarray) -> None:
-        """One step of envs ``env_ids``; steps that only reset an env (``valid`` False) do not count."""
-        self.returns_so_far[env_ids] += np.where(valid, rewards, 0.0)
-        self.lengths_so_far[env_ids] += valid
-        ended = np.flatnonzero(done)
-        if ended.size:
+    def record(
+        self,
+        env_ids: np.ndarray | slice,
+        rewards: np.ndarray,
+        done: np.ndarray,
+        valid: np.ndarray,
+        info: Mapping[str, Any] | None = None,
+        info_rows: np.ndarray | None = None,
+    ) -> None:
+        """One step of envs ``env_ids``; steps that only reset an env (``valid`` False) do not count.
+        ``info``: the step's vector info, whose row ``info_rows[j]`` (default ``j``) is the ``j``-th env's."""
+        with self._lock:
+            self.returns_so_far[env_ids] += np.where(valid, rewards, 0.0)
+            self.lengths_so_far[env_ids] += valid
+            ended = np.flatnonzero(done)
+            if not ended.size:
+                return
             ids = np.arange(len(self.returns_so_far))[env_ids][ended]
             self.returns.extend(self.returns_so_far[ids].tolist())
             self.lengths.extend(self.lengths_so_far[ids].tolist())
             self.returns_so_far[ids] = 0.0
             self.lengths_so_far[ids] = 0
             self.episodes += ended.size
+            if info is None:
+                return
+            for row in ended if info_rows is None else np.asarray(info_rows)[ended]:
+                for key, value in episode_metrics(info, int(row), AutoresetMode.NEXT_STEP).items():
+                    self.metrics.setdefault(key, deque(maxlen=self.window)).append(value)
 
     def summary(self) -> EpisodeStats:
         """Episodes so far and the window's means; in a distributed run, of every rank's envs together."""
-        sums = torch.tensor(
-            [self.episodes, len(self.returns), sum(self.returns), sum(self.lengths)], dtype=torch.float64
-        )
-        episodes, count, return_sum, length_sum = collective.all_sum(sums).tolist()
-        best = collective.all_max(torch.tensor([max(self.returns, default=-np.inf)], dtype=torch.float64)).item()
+        with self._lock:
+            counts = [self.episodes, len(self.returns), sum(self.returns), sum(self.lengths)]
+            best_here = max(self.returns, default=-np.inf)
+            mine = {key: (len(values), sum(values)) for key, values in self.metrics.items()}
+        episodes, count, return_sum, length_sum = collective.all_sum(torch.tensor(counts, dtype=torch.float64)).tolist()
+        best = collective.all_max(torch.tensor([best_here], dtype=torch.float64)).item()
+        names = collective.all_names(mine)
+        sums = collective.all_sum(torch.tensor([mine.get(k, (0, 0.0)) for k in names], dtype=torch.float64))
+        metrics = {key: total / n for key, (n, total) in zip(names, sums.reshape(-1, 2).tolist(), strict=True) if n}
         if not count:
-            return EpisodeStats(int(episodes))
-        return EpisodeStats(int(episodes), return_sum / count, best, length_sum / count)
+            return EpisodeStats(int(episodes), metrics=metrics)
+        return EpisodeStats(int(episodes), return_sum / count, best, length_sum / count, metrics)

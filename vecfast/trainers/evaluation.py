@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import numbers
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,16 +24,13 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from vecfast.trainers.episodes import episode_metrics
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
 from vecfast.trainers.training import TrainResult, load_policy
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.make import make_vec
 
 DEFAULT_MAX_ENVS = 8  # envs evaluate builds at most, by default
-# info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}
-# (the return and length are counted from the rewards; "t" is wall time), SAME_STEP's final
-# observation and info (read as the final info instead), recv's env ids
-_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id")
 # vector envs whose reset takes options["reset_mask"] in every autoreset mode (gymnasium >= 1.1's and vecfast's)
 _PARTIAL_RESET = (SyncVectorEnv, AsyncVectorEnv, AsyncSharedMemVectorEnv)
 
@@ -218,7 +214,7 @@ class _Episodes:
             if self.on_frame is not None and live[0]:
                 self.on_frame(np.asarray(env.render()[0]))
             for i in np.flatnonzero(live & done):
-                self.episodes[i].append((float(returns[i]), int(lengths[i]), self._final_metrics(info, i)))
+                self.episodes[i].append((float(returns[i]), int(lengths[i]), episode_metrics(info, i, self.mode)))
                 collected[i] += 1
             cut = live & ~done & (lengths >= self.max_steps) if self.max_steps is not None else np.zeros(n, bool)
             for i in np.flatnonzero(cut):
@@ -241,14 +237,6 @@ class _Episodes:
                 first[restart], counts[restart] = True, True
         return self._result()
 
-    def _final_metrics(self, info: Mapping[str, Any], i: int) -> dict[str, float]:
-        """The numeric scalars of env ``i``'s final info (SAME_STEP keeps it in ``info["final_info"]``)."""
-        if self.mode == AutoresetMode.SAME_STEP:
-            if "final_info" not in info or not _numpy(info.get("_final_info", np.ones(i + 1, bool)))[i]:
-                return {}
-            info = info["final_info"]
-        return _scalars(info, i)
-
     def _result(self) -> EvalResult:
         flat = [episode for per_env in self.episodes for episode in per_env]
         returns = np.array([r for r, _, _ in flat], dtype=np.float64)
@@ -267,27 +255,6 @@ class _Episodes:
             metrics={key: float(np.mean(values)) for key, values in sorted(reported.items())},
             cut_episodes=self.cut,
         )
-
-
-def _scalars(info: Mapping[str, Any], i: int, prefix: str = "") -> dict[str, float]:
-    """Row ``i`` of a gymnasium vector info (arrays and ``_key`` masks): its numeric scalars, nested dicts as a/b."""
-    out: dict[str, float] = {}
-    for key, value in info.items():
-        if key.startswith("_") or (not prefix and key in _NOT_METRICS):
-            continue
-        mask = info.get(f"_{key}")
-        if mask is not None and not bool(_numpy(mask)[i]):
-            continue
-        if isinstance(value, Mapping):
-            out.update(_scalars(value, i, f"{prefix}{key}/"))
-            continue
-        try:
-            item = _numpy(value)[i]
-        except (IndexError, TypeError):
-            continue
-        if np.ndim(item) == 0 and isinstance(item, (numbers.Real, np.bool_)):
-            out[prefix + key] = float(item)
-    return out
 
 
 @contextlib.contextmanager

@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class EpisodeStats:
-    """Finished episodes: how many so far, and the mean return/length over the last ``stats_avg`` of them."""
+    """Finished episodes: how many so far, the mean return/length over the last ``stats_avg`` of them, and
+    ``metrics``: the mean of each of the env's figures of an episode (its final info's numbers: PointNav's
+    ``success`` and ``spl``) over the last ``stats_avg`` episodes that reported it."""
 
     episodes: int = 0
     mean_return: float | None = None
     max_return: float | None = None
     mean_length: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, float]:
         out: dict[str, float] = {"episodes": self.episodes}
@@ -28,7 +31,7 @@ class EpisodeStats:
         ):
             if value is not None:
                 out[key] = value
-        return out
+        return {**self.metrics, **out}  # the trainer's own names win over an env's
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,8 @@ class PolicyWorker(threading.Thread):
                     rewards[stepped[ids_np]],
                     (terminated | truncated)[stepped[ids_np]],
                     valid[prev].cpu().numpy(),
+                    info,
+                    np.flatnonzero(stepped[ids_np]),
                 )
                 first[prev] = ~valid[prev]  # the step after a reset step starts an episode
                 valid[prev] = ~done  # the step after an episode end only resets the env

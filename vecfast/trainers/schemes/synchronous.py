@@ -110,12 +110,12 @@ class SyncTrainer:
                 s.log_probs[:, t] = dist.log_prob(action)
                 valid = ~prev_done
                 s.valid[:, t] = torch.from_numpy(valid)
-                obs, reward, terminated, truncated, _ = env.step(model.actor.to_env(action))
+                obs, reward, terminated, truncated, info = env.step(model.actor.to_env(action))
                 done = terminated | truncated
                 s.rewards[:, t] = torch.as_tensor(reward, dtype=torch.float32)
                 s.terminated[:, t] = torch.from_numpy(terminated)
                 s.done[:, t] = torch.from_numpy(done)
-                self.episodes.record(slice(None), reward, done, valid)
+                self.episodes.record(slice(None), reward, done, valid, info)
                 first = torch.from_numpy(~valid).to(self.device)  # the step after a reset step starts an episode
                 prev_done = done
                 steps += 1
