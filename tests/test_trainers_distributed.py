@@ -28,6 +28,7 @@ from vecfast.trainers.launch import init_process_group, launch_local, leave_proc
 from vecfast.trainers.ppo import PPO
 from vecfast.trainers.run_dir import load_checkpoint
 from vecfast.trainers.schemes.distributed import DistributedTrainer
+from vecfast.trainers.tune import available_cores
 
 SMALL = {
     "num_workers": 1,
@@ -309,3 +310,10 @@ def test_ranks_die_with_a_killed_launcher(tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+def test_a_local_distributed_run_takes_one_rank_per_core_by_default(tmp_path):
+    """`vecfast train ENV --algo ddppo` leaves no core idle: one rank per core (each with one torch thread)."""
+    vecfast.train("CartPole-v1", algo="ddppo", total_env_steps=256, run_dir=tmp_path / "run", **SMALL)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["world_size"] == available_cores() and config["config"]["torch_threads"] == 1

@@ -132,7 +132,8 @@ def add_train_commands(subparsers: Any) -> None:
         "--num-processes",
         type=int,
         metavar="N",
-        help="distributed schemes: start N ranks on this machine (under torchrun: the ranks it starts)",
+        help="distributed schemes: start N ranks on this machine (default: one per core, one per GPU on CUDA; "
+        "under torchrun: the ranks it starts)",
     )
     train.add_argument(
         "--total-env-steps",

@@ -54,7 +54,7 @@ from vecfast.trainers.run_dir import (
 )
 from vecfast.trainers.runtime import resolve_device
 from vecfast.trainers.step_timeout import RunStepTimeout
-from vecfast.trainers.tune import Tuning, tune
+from vecfast.trainers.tune import Tuning, available_cores, tune
 from vecfast.trainers.viewer import LiveDashboard
 from vecfast.vector.make import make_vec
 from vecfast.vector.process_cleanup import watch_owner
@@ -200,7 +200,8 @@ def train(
     Ctrl-C, SIGTERM or SIGUSR1 stops training after the current iteration: a final checkpoint
     is saved and the result returned (``stats["interrupted"]``); a second Ctrl-C stops at once.
 
-    A distributed scheme runs in ``num_processes`` ranks that this call starts on this machine
+    A distributed scheme runs in ``num_processes`` ranks (default: one per core, one per GPU on
+    CUDA) that this call starts on this machine
     through torch.distributed's elastic launcher (each with its own vector env of the configured
     size, seeds offset by rank; ``env`` must then be an id or a picklable function), or, under
     ``torchrun`` or SLURM, in the ranks they started (each calls ``train``). Rank 0 writes the run
@@ -227,7 +228,8 @@ def train(
         if num_processes is not None and num_processes < 1:
             raise ValueError(f"num_processes must be >= 1, got {num_processes}")
         call = (env, algo, total_env_steps, run_dir, live, resume, scheme, making, overrides)
-        return launch_local(num_processes or 1, _train_in_rank, call, run_id=_local_run_id())
+        ranks = num_processes or _default_num_processes(recipe, env, overrides)
+        return launch_local(ranks, _train_in_rank, call, run_id=_local_run_id())
     env_id = env if isinstance(env, str) else None
     sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
     watch_owner(os.getppid(), when_gone=_exit_orphaned)  # a rank dies with its launcher
@@ -236,6 +238,14 @@ def train(
         return _train(env, recipe, total_env_steps, run_dir, live and rank.is_main, resume, overrides, making, rank)
     finally:
         leave_process_group()
+
+
+def _default_num_processes(recipe: Recipe, env: str | Callable[[], VectorEnv], overrides: dict[str, Any]) -> int:
+    """Ranks that use this machine: one per GPU on CUDA, else one per core this process may run on (each
+    rank with one torch thread by default: ranks beat threads at the small batches of acting)."""
+    env_id = env if isinstance(env, str) else None
+    device = resolve_device(TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides}))
+    return torch.cuda.device_count() if device.type == "cuda" else available_cores()
 
 
 def _exit_orphaned() -> None:
