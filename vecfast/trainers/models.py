@@ -248,10 +248,6 @@ class ActorCritic(nn.Module):
             x = torch.stack(outputs, dim=1)
         return self.actor(x[:, :steps]), self.critic(x).squeeze(-1)
 
-    def output_parameters(self) -> list[nn.Parameter]:
-        """The actor's and the critic's output layers (LAMB updates them without a trust ratio)."""
-        return [*self.actor.parameters(), *self.critic.parameters()]
-
     def initial_state(self, batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
         return torch.zeros(batch, self.state_size, device=device)
 
