@@ -41,6 +41,15 @@ SMALL = {
 }
 
 
+@pytest.fixture(autouse=True)
+def private_tmpdir(tmp_path, monkeypatch):
+    """The launchers and ranks these tests start keep their temporary files in tmp_path: torchrun's log
+    directory (torchelastic_*) and inductor's cache (torchinductor_<user>) would stay in /tmp."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 

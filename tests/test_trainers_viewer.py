@@ -80,12 +80,17 @@ def test_view_follows_a_run_in_tmux_and_quits_on_q(tmp_path: Path) -> None:
         "from vecfast.trainers.viewer import view; "
         f"view({str(tmp_path)!r}, poll_seconds=0.1); open({str(marker)!r}, 'w').close()"
     )
-    socket = f"vecfast-test-{os.getpid()}"
-    tmux = ["tmux", "-L", socket]
-    subprocess.run([*tmux, "new-session", "-d", "-x", "110", "-y", "45", sys.executable, "-c", script], check=True)
+    # A socket of its own in tmp_path: `-L NAME` would leave one (and its directory) in /tmp/tmux-UID.
+    # TMUX_TMPDIR, where tmux would put it, must stay empty.
+    tmux_tmpdir = tmp_path / "tmux_tmpdir"
+    tmux_tmpdir.mkdir()
+    env = {**os.environ, "TMUX_TMPDIR": str(tmux_tmpdir)}
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    new_session = [*tmux, "new-session", "-d", "-x", "110", "-y", "45", sys.executable, "-c", script]
+    subprocess.run(new_session, check=True, env=env)
 
     def screen() -> str:
-        return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+        return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, env=env).stdout
 
     def wait_for(text: str) -> str:
         deadline = time.monotonic() + 20
@@ -104,13 +109,14 @@ def test_view_follows_a_run_in_tmux_and_quits_on_q(tmp_path: Path) -> None:
         shown = wait_for("steps 5,000/100,000")
         assert "12,000" in shown  # current env frames/s: 3000 steps x 4 frames in one second
         assert shown.count("╭") == 1, "the dashboard was drawn more than once (flicker/scrolling)"
-        subprocess.run([*tmux, "send-keys", "q"], check=True)
+        subprocess.run([*tmux, "send-keys", "q"], check=True, env=env)
         deadline = time.monotonic() + 10
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert marker.exists(), "view did not quit on q"
     finally:
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True, env=env)
+    assert not list(tmux_tmpdir.iterdir()), "tmux left a socket in its TMUX_TMPDIR"
 
 
 def test_progress_follows_the_nearer_limit() -> None:

@@ -41,6 +41,11 @@ class DoomMatch(ParallelEnv):
     match. A host that cannot start (its port was taken meanwhile) is retried likewise, up
     to ``max_start_attempts`` times. ``network_isolation``: see
     :class:`~vecfast.multiagent.doom_vector.DoomMatchesVectorEnv`.
+
+    Quiet: the games' network handshake (some 30 lines a duel) is dropped, or appended to the
+    file the environment variable ``VECFAST_ENV_LOG`` names (a training run's ``env.log``);
+    ``VECFAST_VERBOSE=1`` leaves it on the terminal. What a game prints that is not chatter
+    (an error) still reaches stderr (:mod:`vecfast.chatter`).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 35, "is_parallelizable": True}

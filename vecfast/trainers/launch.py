@@ -13,20 +13,23 @@ import contextlib
 import datetime
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.spawn import get_preparation_data, prepare
-from typing import Any
+from typing import IO, Any
 
 import torch
 import torch.distributed as dist
 
+from vecfast import chatter
 from vecfast.network_isolation import (
     ENV_VAR,
     NetworkIsolationError,
@@ -132,27 +135,65 @@ def launch_local(
     the caller's main module is imported there as multiprocessing does (guard its entry point with
     ``if __name__ == "__main__"``). Ctrl-C reaches the ranks (they share the terminal's process
     group), which stop as they would alone, so this returns rank 0's result.
+
+    Quiet, and nothing left in ``$TMPDIR``: in the private network, where no DNS answers, c10d
+    warns on stderr that it cannot name each peer ("The hostname of the client socket cannot
+    be retrieved"); those lines go to the run's log (:mod:`vecfast.chatter`; ``--verbose``
+    keeps them on the terminal) and every other line of the ranks' stderr comes through.
+    torch's elastic launcher writes no log directory (``torchelastic_*``), and the cache
+    directory that importing ``torch._dynamo`` (DDP does) creates is vecfast's own in the
+    user's cache directory, not ``$TMPDIR/torchinductor_<user>`` (:func:`_private_inductor_cache`).
     """
     config = _local_config(num_processes, run_id or uuid.uuid4().hex)
-    if isolation_requested(network_isolation):
-        try:
-            network = PrivateNetwork(sys.executable)
-        except NetworkIsolationError as exc:
-            if network_isolation:
-                raise
-            warnings.warn(
-                f"the ranks run in the host's network, where torch's rendezvous store listens on every address "
-                f"({exc}); network_isolation=False or {ENV_VAR}=0 says you want that",
-                NetworkIsolationWarning,
-                stacklevel=2,
-            )
-        else:
+    with _private_inductor_cache():
+        if isolation_requested(network_isolation):
             try:
-                return _launch_in(network, config, fn, args)
-            finally:
-                network.close()
-    with _ctrl_c_to_the_ranks():
-        return _launch(config, fn, args)
+                network = PrivateNetwork(sys.executable)
+            except NetworkIsolationError as exc:
+                if network_isolation:
+                    raise
+                warnings.warn(
+                    f"the ranks run in the host's network, where torch's rendezvous store listens on every address "
+                    f"({exc}); network_isolation=False or {ENV_VAR}=0 says you want that",
+                    NetworkIsolationWarning,
+                    stacklevel=2,
+                )
+            else:
+                try:
+                    return _launch_in(network, config, fn, args)
+                finally:
+                    network.close()
+        with _ctrl_c_to_the_ranks():
+            return _launch(config, fn, args)
+
+
+@contextlib.contextmanager
+def _private_inductor_cache() -> Iterator[None]:
+    """``TORCHINDUCTOR_CACHE_DIR`` for the ranks: vecfast's own, in the user's cache directory, not ``$TMPDIR``.
+
+    Importing ``torch._dynamo`` (``DistributedDataParallel`` does) creates inductor's cache
+    directory, by default ``$TMPDIR/torchinductor_<user>``, and nothing removes it. vecfast
+    compiles nothing, so the ranks get ``$XDG_CACHE_HOME/vecfast/torchinductor`` (made once,
+    and empty); where that cannot be made, a temporary directory removed after the ranks.
+    A directory the user named stays.
+    """
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        yield
+        return
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    cache, temporary = os.path.join(cache_home, "vecfast", "torchinductor"), False
+    try:
+        os.makedirs(cache, exist_ok=True)
+    except OSError:
+        cache, temporary = tempfile.mkdtemp(prefix="vecfast-inductor-"), True
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # the launcher and the ranks inherit it
+    try:
+        yield
+    finally:
+        if os.environ.get("TORCHINDUCTOR_CACHE_DIR") == cache:
+            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        if temporary:
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 def _local_config(num_processes: int, run_id: str) -> Any:
@@ -199,11 +240,13 @@ def _launch_in(network: PrivateNetwork, config: Any, fn: Callable[..., Any], arg
     back pickled through a pipe, from this process's own child."""
     read_end, write_end = os.pipe()
     command = [network.launcher, "-m", "vecfast.trainers.launch", str(write_end)]
+    stderr = None if chatter.verbose() else subprocess.PIPE  # the ranks' stderr, through _StderrFilter
     with _ctrl_c_to_the_ranks():
         try:
-            launcher = subprocess.Popen(command, stdin=subprocess.PIPE, pass_fds=[write_end])
+            launcher = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=stderr, pass_fds=[write_end])
         finally:
             os.close(write_end)
+        errors = _StderrFilter(launcher.stderr) if launcher.stderr is not None else None
         with os.fdopen(read_end, "rb") as results:
             assert launcher.stdin is not None
             # what multiprocessing's spawn sends: the caller's sys.path and main module, so fn unpickles there
@@ -213,12 +256,44 @@ def _launch_in(network: PrivateNetwork, config: Any, fn: Callable[..., Any], arg
             launcher.stdin.close()
             reply = results.read()
         code = launcher.wait()
+        if errors is not None:
+            errors.finish()
     if not reply:
         raise RuntimeError(f"the launcher of the ranks exited with {code} and no result")
     ok, value = pickle.loads(reply)
     if not ok:
         raise value
     return value
+
+
+class _StderrFilter:
+    """Passes the ranks' stderr on to ours, line by line, but for c10d's chatter, which goes to the run's log.
+
+    The chatter is held back until the launch is over: a log written sooner would make a new
+    run directory look taken (:func:`vecfast.chatter.write_log` also waits for the run's config).
+    """
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self._pipe = pipe
+        self.chatter: list[str] = []
+        self._thread = threading.Thread(target=self._forward, name="vecfast-rank-stderr", daemon=True)
+        self._thread.start()
+
+    def _forward(self) -> None:
+        with self._pipe:
+            for raw in iter(self._pipe.readline, b""):
+                line = raw.decode(errors="replace")
+                if chatter.C10D_CHATTER.match(line):
+                    self.chatter.append(line)
+                    continue
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
+
+    def finish(self, timeout: float = 5.0) -> None:
+        """After the launcher exited: the rest of the output (processes of the ranks may hold the pipe a moment)."""
+        self._thread.join(timeout)
+        chatter.write_log("".join(self.chatter), "torch.distributed (c10d)")
 
 
 def _launcher_main(result_fd: int) -> None:

@@ -9,6 +9,11 @@ Layout::
     RUN_DIR/checkpoints/last_<steps>.pt      the newest ``keep`` checkpoints (<steps>: their ``env_steps``)
     RUN_DIR/checkpoints/best.pt              the one with the best mean episode return
     RUN_DIR/checkpoints/*.corrupt            unreadable checkpoints, moved aside by a load
+    RUN_DIR/env.log                          what the programs the run started printed and the terminal
+                                             was spared (VizDoom's network handshake, SDL, c10d's
+                                             warnings; ``vecfast --verbose`` shows them instead;
+                                             :mod:`vecfast.chatter`), a ``--- <source>`` line before
+                                             each program's block
 
 A checkpoint is written to a temporary file, flushed to disk and renamed over its name,
 so a run killed mid-write leaves the previous checkpoint intact; loading moves aside
@@ -43,8 +48,15 @@ from gymnasium import spaces
 from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 
+from vecfast.chatter import ENV_LOG
+
 _LAST = re.compile(r"^last_(\d+)\.pt$")
 LOCK_FILE = ".lock"
+
+
+def env_log_path(run_dir: str | os.PathLike) -> Path:
+    """``RUN_DIR/env.log``: the chatter of the run's env workers, games and ranks (:mod:`vecfast.chatter`)."""
+    return Path(run_dir) / ENV_LOG
 
 
 class UnsafeCheckpointError(pickle.UnpicklingError):

@@ -1,10 +1,11 @@
-"""Start VizDoom games that neither race, litter the working directory, nor outlive their owner."""
+"""Start VizDoom games that neither race, litter the working directory or the terminal, nor outlive their owner."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import threading
@@ -13,6 +14,7 @@ import weakref
 import psutil
 import vizdoom as vzd
 
+from vecfast import chatter
 from vecfast.envs.doom.ipc import unlink_ipc
 from vecfast.envs.doom.reaper import GameReaper
 
@@ -25,6 +27,7 @@ _START_LOCK = threading.Lock()
 # instance id; a mapped queue in this process's memory map reveals the id while init() runs.
 _MAPPED_QUEUE = re.compile(r"/dev/shm/ViZDoomMQCtr(\w+)")
 _SPOT_INTERVAL = 0.005  # seconds; a game takes over 0.1 s from its queues to its first failure
+GAME_LOG = "game.log"  # in the game's private directory: what its engine printed
 
 
 class GameProcess:
@@ -37,6 +40,15 @@ class GameProcess:
     only on a running game. So a thread spots the id while ``init()`` runs and hands it
     to the reaper at once; the reaper removes the IPC of the games of an owner that dies,
     crashed or killed, and a failed start or the release removes it otherwise.
+
+    The engine's output (its network handshake, SDL's complaints) goes to ``game.log`` in
+    the game's private directory, through a two-line shell script in memory that VizDoom
+    starts as its engine (``set_vizdoom_path``) and that execs the real one (or the private
+    network's launcher) with stdout and stderr on that file. When the game is released,
+    or its owner dies (the reaper), the file goes to the run's log and the lines that are
+    not known chatter to stderr (:mod:`vecfast.chatter`); a start that fails says what
+    the engine printed last. ``vecfast --verbose`` (``VECFAST_VERBOSE=1``) leaves the
+    output on the terminal.
     """
 
     def __init__(self, game: vzd.DoomGame) -> None:
@@ -58,17 +70,38 @@ class GameProcess:
             spotter = _InstanceSpotter(reaper, self.home)
             cwd = os.getcwd()
             os.chdir(self.home)
+            engine = self.game.get_vizdoom_path() or os.path.join(os.path.dirname(vzd.__file__), "vizdoom")
+            wrapper = None if chatter.verbose() else _output_wrapper(engine, os.path.join(self.home, GAME_LOG))
+            # Until the spotter knows the game's id, the reaper knows its directory (and what its engine
+            # printed there): VizDoom crashes this process when the engine exits while starting.
+            starting = f"starting-{os.path.basename(self.home)}"
+            reaper.watch(starting, self.home)
             try:
+                if wrapper is not None:
+                    self.game.set_vizdoom_path(f"/proc/{os.getpid()}/fd/{wrapper}")
                 self.game.init()
-            except BaseException:
+            except BaseException as exc:
                 spotter.stop()
+                reaper.forget(starting)
                 unlink_ipc(spotter.found)  # the game has exited (init() waited for that)
                 for instance_id in spotter.found:
                     reaper.forget(instance_id)
+                # what the engine printed goes with the error (and to the log), not again at the release
+                output = game_output(self.home)
+                chatter.write_log(output, "VizDoom game that did not start")
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.home, GAME_LOG))
+                last = chatter.tail(output, chatter.VIZDOOM_CHATTER)
+                if last and isinstance(exc, Exception):
+                    raise _with_output(exc, last) from exc
                 raise
             finally:
+                if wrapper is not None:
+                    os.close(wrapper)  # the engine runs (or failed): the script is done
+                    self.game.set_vizdoom_path(engine)
                 os.chdir(cwd)
             spotter.stop()
+            reaper.forget(starting)
             self.instance_id = self.game.get_instance_id()
             self._instance_ids.append(self.instance_id)
             started = [child for child in me.children() if child.pid not in before]
@@ -122,4 +155,43 @@ def _mapped_instance_ids() -> set[str]:
 def _release(game: vzd.DoomGame, home: str, instance_ids: list[str]) -> None:
     game.close()
     unlink_ipc(instance_ids)  # gone already unless the game was killed
+    report_game_output(home, instance_ids)
     shutil.rmtree(home, ignore_errors=True)
+
+
+def _output_wrapper(engine: str, log: str) -> int | None:
+    """A shell script in memory that runs ``engine`` with its output appended to ``log``; its fd.
+
+    ``None`` where there is no ``memfd_create`` (not Linux): the engine then prints to ours.
+    """
+    if not hasattr(os, "memfd_create"):
+        return None
+    fd = os.memfd_create("vizdoom-engine")
+    os.write(fd, f'#!/bin/sh\nexec >>{shlex.quote(log)} 2>&1\nexec {shlex.quote(engine)} "$@"\n'.encode())
+    return fd
+
+
+def game_output(home: str) -> str:
+    """What the engine of the game in ``home`` printed (its ``game.log``); empty if nothing."""
+    try:
+        with open(os.path.join(home, GAME_LOG), errors="replace") as log:
+            return log.read()
+    except OSError:
+        return ""
+
+
+def report_game_output(home: str, instance_ids: list[str] | None = None) -> None:
+    """The game's output to the run's log, and its lines that are not chatter to stderr (:mod:`vecfast.chatter`)."""
+    text = game_output(home)
+    if text:
+        name = f"VizDoom game {instance_ids[-1]}" if instance_ids else "VizDoom game"
+        chatter.report(text, name, chatter.VIZDOOM_CHATTER)
+
+
+def _with_output(exc: Exception, last: list[str]) -> Exception:
+    """``exc`` again, its message followed by the engine's last lines (VizDoom's own say only that it exited)."""
+    message = f"{exc}; the game's last output: {' | '.join(line.strip() for line in last)}"
+    try:
+        return type(exc)(message)
+    except Exception:  # a type that takes other arguments
+        return RuntimeError(message)

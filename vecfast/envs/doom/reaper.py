@@ -6,7 +6,8 @@ process starts also starts this reaper, which reads the games' VizDoom instance 
 (which name their IPC files), private directories and, once known, pids from a pipe;
 the pipe's write end belongs to the owner, so the owner's death, however it happens,
 reaches the reaper as end-of-file, and the reaper kills the games still registered and
-removes their IPC files (a game's that exited on its own too) and directories.
+removes their IPC files (a game's that exited on its own too) and directories, after
+reporting what the games printed (the run's log; stderr for what is not chatter).
 """
 
 from __future__ import annotations
@@ -100,5 +101,19 @@ def serve() -> None:
             games.pop(line[1:].rstrip("\n"), None)
     kill_processes([proc for proc, _ in games.values() if proc is not None])
     unlink_ipc(games)
-    for _, home in games.values():
+    for instance_id, (_, home) in games.items():
+        _report_output(home, instance_id)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _report_output(home: str, instance_id: str) -> None:
+    """What the game printed (its ``game.log``: :mod:`vecfast.envs.doom.game_process`), as its release reports it."""
+    from vecfast import chatter
+
+    try:
+        with open(os.path.join(home, "game.log"), errors="replace") as log:
+            text = log.read()
+    except OSError:
+        return
+    name = "VizDoom game" if instance_id.startswith("starting-") else f"VizDoom game {instance_id}"  # no id yet
+    chatter.report(text, name, chatter.VIZDOOM_CHATTER)
