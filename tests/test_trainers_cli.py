@@ -86,6 +86,12 @@ def test_unknown_values_are_rejected_by_the_parser() -> None:
         run_cli(["train", "CartPole-v1", "--encoder_bf16", "maybe"])
 
 
+def test_tuple_options_read_their_items_type() -> None:
+    train = build_parser()._actions[-1].choices["train"]
+    args = train.parse_args(["CartPole-v1", "--polar-inputs", "goal", "--encoder_mlp_layers", "32", "16"])
+    assert args.polar_inputs == ["goal"] and args.encoder_mlp_layers == [32, 16]
+
+
 def test_every_config_option_says_what_it_does_and_its_default() -> None:
     docs = field_docs()
     fields = dataclasses.fields(TrainConfig)

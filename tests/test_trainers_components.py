@@ -115,6 +115,49 @@ def test_evaluate_over_trajectories_matches_stepping(action_space: spaces.Space)
     torch.testing.assert_close(new_values, torch.stack(values, 1))
 
 
+GOAL_OBS = spaces.Dict(
+    {
+        "depth": spaces.Box(0.0, 10.0, (36, 36, 1), np.float32),
+        "goal": spaces.Box(-np.inf, np.inf, (2,), np.float32),  # (distance, angle), as PointNav's
+        "speed": spaces.Box(-np.inf, np.inf, (2,), np.float32),
+    }
+)
+
+
+def test_unnormalized_inputs_skip_input_normalisation_for_those_entries_only() -> None:
+    cfg = small_config(unnormalized_inputs=["goal"])  # a list, as config.json stores it
+    assert cfg.unnormalized_inputs == ("goal",)
+    model = ActorCritic(GOAL_OBS, spaces.Discrete(4), cfg)
+    assert model.encoders["goal"].norm is None
+    assert model.encoders["depth"].norm is not None and model.encoders["speed"].norm is not None
+    obs = obs_to_tensors(sample_obs(GOAL_OBS, 5, seed=0), "cpu")
+    obs["goal"] = obs["goal"] * 100 + 7  # far from the unit scale
+    model.update_normalizers(obs)
+    assert model.encoders["speed"].norm.count > 1  # the others still learn their statistics
+    without = ActorCritic(GOAL_OBS, spaces.Discrete(4), small_config(normalize_input=False))
+    assert all(encoder.norm is None for encoder in without.encoders.values())
+
+
+def test_polar_inputs_read_distance_angle_as_distance_cos_sin() -> None:
+    model = ActorCritic(GOAL_OBS, spaces.Discrete(4), small_config(polar_inputs=("goal",), normalize_input=False))
+    encoder = model.encoders["goal"]
+    goal = torch.tensor([[2.0, 0.0], [0.2, np.pi / 2], [5.0, np.pi - 1e-4], [5.0, -np.pi + 1e-4]])
+    expected = torch.tensor([[2.0, 1.0, 0.0], [0.2, 0.0, 1.0], [5.0, -1.0, 1e-4], [5.0, -1.0, -1e-4]])
+    torch.testing.assert_close(encoder.flat(goal), expected, atol=1e-6, rtol=0)
+    features = encoder(goal)
+    torch.testing.assert_close(features[2], features[3], atol=1e-3, rtol=0)  # no jump where the angle wraps
+    assert model.act(sample_obs(GOAL_OBS, 3, seed=0)).shape == (3,)
+
+
+def test_per_entry_input_options_must_name_entries_the_observation_has() -> None:
+    with pytest.raises(ValueError, match="observation entry names"):
+        small_config(polar_inputs="goal")  # one name's letters
+    with pytest.raises(ValueError, match=r"\['gaol'\].*'depth', 'goal', 'speed'"):
+        ActorCritic(GOAL_OBS, spaces.Discrete(4), small_config(unnormalized_inputs=("gaol",)))
+    with pytest.raises(ValueError, match="shape \\(2,\\)"):
+        ActorCritic(GOAL_OBS, spaces.Discrete(4), small_config(polar_inputs=("depth",)))
+
+
 def test_running_mean_std_matches_numpy_over_batches() -> None:
     rng = np.random.default_rng(0)
     data = [rng.normal(3.0, 2.0, (n, 4)) for n in (1, 7, 100, 3)]

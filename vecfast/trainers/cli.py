@@ -56,7 +56,8 @@ def _value_kwargs(name: str, hint: Any) -> dict[str, Any]:
     if kinds == [bool] and len(args) == 1:
         return {"action": argparse.BooleanOptionalAction}
     if typing.get_origin(kinds[0]) is tuple:
-        return {"nargs": "*", "type": int, "metavar": "N"}
+        item = typing.get_args(kinds[0])[0]
+        return {"nargs": "*", "type": item, "metavar": "N" if item is int else "KEY"}
     words = {"none": None} if len(kinds) < len(args) else {}
     if name == "num_workers" or (str in kinds and len(kinds) > 1):  # num_workers="auto" is train()'s
         words[AUTO] = AUTO

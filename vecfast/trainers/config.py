@@ -116,6 +116,12 @@ class TrainConfig:
     bf16), where it trained DoomBasic 1.26x faster to the same returns; elsewhere it is emulated, slowly."""
     normalize_input: bool = True
     """Normalise float vector observations with their running mean and std."""
+    unnormalized_inputs: tuple[str, ...] = ()
+    """Observation entries that normalize_input leaves as they are (PointNav's goal: standardised, its 0.2 m
+    success radius would be a small fraction of a std of the distance)."""
+    polar_inputs: tuple[str, ...] = ()
+    """Observation entries of (distance, angle in radians) that the model reads as (distance, cos angle,
+    sin angle), as habitat-lab's PointNav policy reads its goal: no jump where the angle wraps at +-pi."""
     normalize_returns: bool = True
     """The critic predicts normalised returns."""
     # system
@@ -157,6 +163,8 @@ class TrainConfig:
         cfg = dataclasses.replace(base or cls(), **overrides)
         cfg.encoder_conv_mlp_layers = tuple(cfg.encoder_conv_mlp_layers)
         cfg.encoder_mlp_layers = tuple(cfg.encoder_mlp_layers)
+        cfg.unnormalized_inputs = _entry_names("unnormalized_inputs", cfg.unnormalized_inputs)
+        cfg.polar_inputs = _entry_names("polar_inputs", cfg.polar_inputs)
         cfg.validate()
         return cfg
 
@@ -233,6 +241,13 @@ def split_num_envs(num_envs: int, num_workers: Any) -> dict[str, int]:
 def _check_count(name: str, value: Any, hint: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be an int >= 1{hint}, got {value!r}")
+
+
+def _entry_names(name: str, value: Any) -> tuple[str, ...]:
+    """A sequence of observation entry names as a tuple (a bare string is one name's letters: refused)."""
+    if isinstance(value, str) or not all(isinstance(key, str) for key in value):
+        raise ValueError(f"{name} must be a sequence of observation entry names, got {value!r}")
+    return tuple(value)
 
 
 def _positive_number(value: Any) -> bool:

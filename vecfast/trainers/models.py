@@ -8,6 +8,7 @@ backpropagation through time, :meth:`ActorCritic.evaluate`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -148,12 +149,18 @@ class ConvEncoder(nn.Module):
 
 
 class VectorEncoder(nn.Module):
-    """Box (flattened, optionally normalised with running statistics) or Discrete (one-hot) -> MLP features."""
+    """Box (flattened, optionally normalised with running statistics) or Discrete (one-hot) -> MLP features.
 
-    def __init__(self, space: spaces.Space, cfg: TrainConfig) -> None:
+    ``polar``: the Box holds (distance, angle in radians), read as (distance, cos angle, sin angle).
+    """
+
+    def __init__(self, space: spaces.Space, cfg: TrainConfig, polar: bool = False) -> None:
         super().__init__()
         self.num_classes = int(space.n) if isinstance(space, spaces.Discrete) else 0
-        size = self.num_classes or int(np.prod(space.shape))
+        if polar and (self.num_classes or tuple(space.shape) != (2,)):
+            raise ValueError(f"a polar input is a Box of shape (2,) (distance, angle), got {space}")
+        self.polar = polar
+        size = 3 if polar else self.num_classes or int(np.prod(space.shape))
         self.scale = 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
         self.norm = RunningMeanStd((size,)) if cfg.normalize_input and not self.num_classes else None
         self.mlp = _mlp([size, *cfg.encoder_mlp_layers], _ACTIVATIONS[cfg.nonlinearity])
@@ -162,6 +169,9 @@ class VectorEncoder(nn.Module):
     def flat(self, x: torch.Tensor) -> torch.Tensor:
         if self.num_classes:
             return nn.functional.one_hot(x.long(), self.num_classes).float()
+        if self.polar:
+            x = x.float()
+            return torch.stack([x[:, 0], torch.cos(x[:, 1]), torch.sin(x[:, 1])], dim=1)
         return x.reshape(x.shape[0], -1).float() * self.scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -191,12 +201,22 @@ class ActorCritic(nn.Module):
         self.observation_space = observation_space
         self.action_space = action_space
         self.obs_spaces = observation_spaces(observation_space)
-        self.encoders = nn.ModuleDict(
-            {
-                k: ConvEncoder(s.shape, cfg, s.dtype) if is_image(s) else VectorEncoder(s, cfg)
-                for k, s in self.obs_spaces.items()
-            }
-        )
+        unknown = sorted(set(cfg.unnormalized_inputs + cfg.polar_inputs) - set(self.obs_spaces))
+        if unknown:
+            raise ValueError(
+                f"unnormalized_inputs and polar_inputs name entries {unknown} that the observation lacks; "
+                f"it has {sorted(self.obs_spaces)}"
+            )
+        self.encoders = nn.ModuleDict()
+        for key, space in self.obs_spaces.items():
+            normalize = cfg.normalize_input and key not in cfg.unnormalized_inputs
+            key_cfg = dataclasses.replace(cfg, normalize_input=normalize)
+            polar = key in cfg.polar_inputs
+            self.encoders[key] = (
+                ConvEncoder(space.shape, key_cfg, space.dtype)
+                if is_image(space) and not polar
+                else VectorEncoder(space, key_cfg, polar=polar)
+            )
         features = sum(e.out_features for e in self.encoders.values())
         self.core = nn.GRUCell(features, cfg.rnn_size) if cfg.use_rnn else None
         self.state_size = cfg.rnn_size if cfg.use_rnn else 0
