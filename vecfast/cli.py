@@ -269,11 +269,13 @@ _SUBCOMMANDS: list[Callable[[Any], None]] = [_add_bench, _add_nav_commands, _add
 
 
 _DEBUG_HELP = "on an error, raise it with its traceback instead of printing one line"
+_VERBOSE_HELP = "show what VizDoom, SDL and torch.distributed print (by default a run's env.log gets it)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vecfast", description="Fast vectorized environments.", allow_abbrev=False)
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    parser.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:
         add(subparsers)
@@ -289,6 +291,7 @@ def _add_to_subcommands(parser: argparse.ArgumentParser) -> None:
             for sub in {id(p): p for p in action.choices.values()}.values():  # an alias shares its parser
                 sub.allow_abbrev = False
                 sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
+                sub.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE_HELP)
                 sub.set_defaults(command_prog=sub.prog)
                 _add_to_subcommands(sub)
 
@@ -304,6 +307,10 @@ def _is_user_error(exc: Exception) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``vecfast`` console script and of ``python -m vecfast``."""
     args = build_parser().parse_args(argv)
+    if args.verbose:
+        from vecfast.chatter import set_verbose
+
+        set_verbose()  # the processes the command starts inherit it
     try:
         return args.handler(args)
     except Exception as exc:  # not KeyboardInterrupt: `train` saves a final checkpoint on Ctrl-C itself

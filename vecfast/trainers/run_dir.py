@@ -93,7 +93,7 @@ def _check_empty(path: Path) -> None:
 
 # What a run that failed before its first iteration leaves (a device it lacked, an env that did not start): with
 # no checkpoint and no metrics, nothing in it can be resumed or lost, so a new run may take the directory.
-_UNTRAINED_RUN_FILES = {LOCK_FILE, "config.json", "metrics.jsonl", "checkpoints"}
+_UNTRAINED_RUN_FILES = {LOCK_FILE, "config.json", "metrics.jsonl", "checkpoints", ENV_LOG}
 
 
 def _holds_a_run(path: Path) -> bool:

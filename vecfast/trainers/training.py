@@ -27,6 +27,7 @@ import torch
 from gymnasium.envs.registration import _find_spec  # make_vec's own id lookup
 from gymnasium.vector import VectorEnv
 
+from vecfast import chatter
 from vecfast.trainers import collective
 from vecfast.trainers.config import AUTO, TrainConfig, split_num_envs
 from vecfast.trainers.defaults import config_for, env_recipe
@@ -229,7 +230,12 @@ def train(
             raise ValueError(f"num_processes must be >= 1, got {num_processes}")
         call = (env, algo, total_env_steps, run_dir, live, resume, scheme, making, overrides)
         ranks = num_processes or _default_num_processes(recipe, env, overrides)
-        return launch_local(ranks, _train_in_rank, call, run_id=_local_run_id())
+        run_id = _local_run_id()
+        named = run_dir
+        if named is None and isinstance(env, str):  # the ranks' default directory (named by the run id)
+            named = default_run_dir(env, recipe.label, run_id)
+        with chatter.logging_to(named):  # what the launch prints (c10d's warnings) goes to the run's env.log
+            return launch_local(ranks, _train_in_rank, call, run_id=run_id)
     env_id = env if isinstance(env, str) else None
     sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
     watch_owner(os.getppid(), when_gone=_exit_orphaned)  # a rank dies with its launcher
@@ -318,7 +324,14 @@ def _train(
         overrides = {**overrides, "num_workers": choice.num_workers, "num_envs_per_worker": choice.num_envs_per_worker}
     sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
     resolve_device(sampling)  # a device this machine lacks fails here, before the envs and the run directory
-    vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered, env_kwargs)
+    if run_dir is None and rank is None and env_id is not None:
+        run_dir = default_run_dir(env_id, recipe.label)  # named before the envs start: their chatter goes there
+    restore_log = chatter.log_to(run_dir)
+    try:
+        vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered, env_kwargs)
+    except BaseException:
+        restore_log()
+        raise
     owns_env = vec_env is not env
     trainer = None
     run = None
@@ -363,6 +376,7 @@ def _train(
             run.close()
         if owns_env:
             vec_env.close()
+        restore_log()
 
 
 def _for_rank(cfg: TrainConfig, rank: RankInfo | None) -> TrainConfig:
