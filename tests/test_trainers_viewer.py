@@ -68,6 +68,45 @@ def test_sparkline_scales_between_min_and_max() -> None:
     assert sparkline(list(range(100)), 4) == "▁▃▆█"
 
 
+class Terminal:
+    """A program in a tmux pane, as a person sees it: ``screen()``, ``wait_for(text)``, ``keys(...)``.
+
+    Its socket lies in ``tmp_path`` (``-L NAME`` would leave one in /tmp/tmux-UID), and TMUX_TMPDIR,
+    where tmux would otherwise put it, must stay empty (:meth:`close` checks).
+    """
+
+    def __init__(self, tmp_path: Path, command: list[str], width: int) -> None:
+        self.tmpdir = tmp_path / "tmux_tmpdir"
+        self.tmpdir.mkdir()
+        self.env = {**os.environ, "TMUX_TMPDIR": str(self.tmpdir)}
+        self.tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+        new_session = ["new-session", "-d", "-x", str(width), "-y", "45", "-c", str(tmp_path), *command]
+        self.run(*new_session)
+        self.run("set-option", "remain-on-exit", "on")  # the last frame stays to be read
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.tmux, *args], check=True, capture_output=True, text=True, env=self.env)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-J").stdout
+
+    def wait_for(self, text: str, seconds: float = 60) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            shown = self.screen()
+            if text in shown:
+                return shown
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; screen:\n{self.screen()}")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", *keys)
+
+    def close(self) -> None:
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True, env=self.env)
+        assert not list(self.tmpdir.iterdir()), "tmux left a socket in its TMUX_TMPDIR"
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_view_follows_a_run_in_tmux_and_quits_on_q(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(
@@ -80,43 +119,22 @@ def test_view_follows_a_run_in_tmux_and_quits_on_q(tmp_path: Path) -> None:
         "from vecfast.trainers.viewer import view; "
         f"view({str(tmp_path)!r}, poll_seconds=0.1); open({str(marker)!r}, 'w').close()"
     )
-    # A socket of its own in tmp_path: `-L NAME` would leave one (and its directory) in /tmp/tmux-UID.
-    # TMUX_TMPDIR, where tmux would put it, must stay empty.
-    tmux_tmpdir = tmp_path / "tmux_tmpdir"
-    tmux_tmpdir.mkdir()
-    env = {**os.environ, "TMUX_TMPDIR": str(tmux_tmpdir)}
-    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
-    new_session = [*tmux, "new-session", "-d", "-x", "110", "-y", "45", sys.executable, "-c", script]
-    subprocess.run(new_session, check=True, env=env)
-
-    def screen() -> str:
-        return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, env=env).stdout
-
-    def wait_for(text: str) -> str:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            shown = screen()
-            if text in shown:
-                return shown
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; screen:\n{screen()}")
-
+    terminal = Terminal(tmp_path, [sys.executable, "-c", script], width=110)
     try:
-        shown = wait_for("8,000")  # env frames of the second record
+        shown = terminal.wait_for("8,000", seconds=20)  # env frames of the second record
         assert "DemoEnv · appo (running)" in shown and "steps 2,000/100,000" in shown
         with open(metrics, "a") as f:  # the run goes on: the dashboard follows
             f.write(json.dumps(record(5000, 3.0)) + "\n")
-        shown = wait_for("steps 5,000/100,000")
+        shown = terminal.wait_for("steps 5,000/100,000", seconds=20)
         assert "12,000" in shown  # current env frames/s: 3000 steps x 4 frames in one second
         assert shown.count("╭") == 1, "the dashboard was drawn more than once (flicker/scrolling)"
-        subprocess.run([*tmux, "send-keys", "q"], check=True, env=env)
+        terminal.keys("q")
         deadline = time.monotonic() + 10
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert marker.exists(), "view did not quit on q"
     finally:
-        subprocess.run([*tmux, "kill-server"], capture_output=True, env=env)
-    assert not list(tmux_tmpdir.iterdir()), "tmux left a socket in its TMUX_TMPDIR"
+        terminal.close()
 
 
 def test_progress_follows_the_nearer_limit() -> None:
@@ -134,26 +152,11 @@ def test_after_ctrl_c_the_live_dashboards_last_frame_says_interrupted_and_names_
     command = [sys.executable, "-m", "vecfast", "train", "CartPole-v1", "--algo", "ppo", "--live", "--run-dir",
                "run", "--total-env-steps", "100000000", "--num_workers", "1", "--num-envs-per-worker", "4",
                "--rollout", "16", "--batch_size", "64", "--save_every_sec", "1000"]  # fmt: skip
-    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
-    subprocess.run([*tmux, "new-session", "-d", "-x", "160", "-y", "45", "-c", str(tmp_path), *command], check=True)
-    subprocess.run([*tmux, "set-option", "remain-on-exit", "on"], check=True)
-
-    def screen() -> str:
-        return subprocess.run([*tmux, "capture-pane", "-p", "-J"], capture_output=True, text=True).stdout
-
-    def wait_for(text: str, seconds: float = 60) -> str:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            shown = screen()
-            if text in shown:
-                return shown
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; screen:\n{screen()}")
-
+    terminal = Terminal(tmp_path, command, width=160)
     try:
-        wait_for("CartPole-v1 · ppo (running)")
-        subprocess.run([*tmux, "send-keys", "C-c"], check=True)
-        shown = wait_for("(interrupted)")
+        terminal.wait_for("CartPole-v1 · ppo (running)")
+        terminal.keys("C-c")
+        shown = terminal.wait_for("(interrupted)")
         checkpoints = last_checkpoints(run_dir)
         assert len(checkpoints) == 1  # the final one: the periodic ones were 1000 s apart
         steps = int(checkpoints[0].stem.removeprefix("last_"))
@@ -161,4 +164,4 @@ def test_after_ctrl_c_the_live_dashboards_last_frame_says_interrupted_and_names_
         assert f"interrupted at {steps:,} env steps; saved {saved}" in shown
         assert f"steps {steps:,}/100,000,000" in shown  # the name is the env steps the dashboard reported
     finally:
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+        terminal.close()
