@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import heapq
 import math
@@ -19,7 +20,7 @@ import vecfast
 from vecfast.cli import CommandError
 from vecfast.envs.nav import BatchedPointNavEnv, PointNavEnv
 from vecfast.envs.nav.cli import add_nav_commands
-from vecfast.envs.nav.geodesic import distance_field, grid_moves
+from vecfast.envs.nav.geodesic import distance_field, distance_fields, grid_moves
 from vecfast.envs.nav.renderer import BatchRenderer, SceneBatch
 from vecfast.envs.nav.scenes import (
     MIN_GEODESIC,
@@ -32,6 +33,7 @@ from vecfast.envs.nav.scenes import (
     largest_region,
     make_scenes,
     rasterize,
+    read_index,
     split_scene_dir,
     write_index,
 )
@@ -62,7 +64,7 @@ def corridor_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         dtype=np.float32,
     )
     occupancy, free = rasterize(boxes, (60, 80), RESOLUTION, 0.18)
-    walkable = largest_region(free, np.random.default_rng(0))
+    walkable = largest_region(free)
     reference = generate_scene(0, 0)
     num_episodes = len(reference.episodes)
     episodes = np.tile(np.array([[1.025, 1.525, 0.0, 3.025, 1.525, 2.0]], np.float32), (num_episodes, 1))
@@ -208,6 +210,15 @@ def test_geodesic_field_matches_brute_force_search() -> None:
         np.testing.assert_allclose(distance_field(walkable, goal, 0.05), expected, rtol=1e-5)
 
 
+def test_fields_of_several_goals_searched_together_are_each_goals_own() -> None:
+    rng = np.random.default_rng(1)
+    walkable = rng.random((30, 40)) > 0.3
+    goals = np.argwhere(walkable)[rng.choice(walkable.sum(), size=5, replace=False)]
+    fields = distance_fields(walkable, goals, 0.05)
+    for goal, field in zip(goals, fields, strict=True):
+        np.testing.assert_array_equal(field, distance_field(walkable, tuple(goal), 0.05))
+
+
 def test_geodesic_in_free_space_is_close_to_euclidean() -> None:
     walkable = np.ones((60, 60), dtype=bool)
     field = distance_field(walkable, (30, 30), 1.0)
@@ -244,6 +255,27 @@ def test_floor_plans_of_every_seed_split_rooms_without_failing() -> None:
     assert scene.walkable.any() and len(scene.episodes) > 0
 
 
+def test_open_rooms_have_no_inner_walls_so_every_shortest_path_is_straight(tmp_path: Path) -> None:
+    """make-scenes --open: the outer walls only. The walkable cells are then a rectangle, so the straight line is
+    every episode's shortest path, and the stored geodesic is its length (within the grid graph's 2.75%)."""
+    parser = argparse.ArgumentParser()
+    add_nav_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["nav", "make-scenes", "--open", "--num", "3", "--out", str(tmp_path)])
+    assert args.handler(args) == 0
+    paths = sorted(tmp_path.glob("*.npz"))
+    assert [p.name for p in paths] == [f"open_0_0000{i}.npz" for i in range(3)]
+    for path in paths:
+        scene = Scene.load(path)
+        assert len(scene.boxes) == 4  # the outer walls
+        rows, cols = np.nonzero(scene.walkable)
+        assert scene.walkable[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1].all()  # a rectangle: convex
+        sx, sy, _, gx, gy, geo = scene.episodes.T
+        euclid = np.hypot(gx - sx, gy - sy)
+        assert (geo >= MIN_GEODESIC).all() and (geo >= euclid * (1 - 1e-6)).all()
+        np.testing.assert_allclose(geo, euclid, rtol=0.0275)
+    assert not np.array_equal(Scene.load(paths[0]).boxes, generate_scene(0, 0).boxes)  # not the walled scene
+
+
 def test_cli_and_default_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     parser = argparse.ArgumentParser()
     add_nav_commands(parser.add_subparsers(dest="command"))
@@ -268,7 +300,7 @@ def test_val_scenes_are_held_out_from_training(tmp_path: Path, monkeypatch: pyte
     dirs = {split: split_scene_dir(None, split) for split in ("train", "val")}
     assert dirs["train"] == default_scene_dir() != dirs["val"]  # each split its own directory and index
     names = {split: {p.name for p in d.glob("*.npz")} for split, d in dirs.items()}
-    assert (len(names["train"]), len(names["val"])) == (8, 16) and not names["train"] & names["val"]
+    assert (len(names["train"]), len(names["val"])) == (64, 16) and not names["train"] & names["val"]
     layouts = {split: {np.load(p)["walkable"].tobytes() for p in d.glob("*.npz")} for split, d in dirs.items()}
     assert not layouts["train"] & layouts["val"]  # not the same floor plan under another name either
     val_stems = {Path(n).stem for n in names["val"]}
@@ -452,6 +484,35 @@ def test_scene_rotation_visits_the_dataset_with_bounded_residency(scene_dir: Pat
     trace_b, _ = run(3)
     for a, b in zip(trace_a, trace_b, strict=True):  # the loader thread's timing changes nothing
         np.testing.assert_array_equal(a, b)
+
+
+def test_ranks_given_their_scene_shards_train_on_disjoint_scenes_that_cover_the_set(scene_dir: Path) -> None:
+    """Each DD-PPO rank makes its env as ``make_vec(id, num_envs)`` with the same arguments, so without a shard
+    both ranks hold the same scenes in the same order; with ``scene_shard=(rank, world_size)`` they split the set."""
+    index = read_index(scene_dir)
+
+    def visited(shard: tuple[int, int]) -> set[str]:
+        env = vecfast.make_vec("vecfast/PointNav-v0", 64, scenes=scene_dir, scene_shard=shard, width=8, height=8)
+        sim, seen = env.unwrapped.sim, set()
+        try:
+            env.reset(seed=0)
+            for _ in range(20):  # STOP ends every episode: a group of 32 rotates every 8 steps
+                seen.update(sim.bank.slot_path[s].stem for s in sim.slot.tolist())
+                env.step(np.zeros(64, np.int64))
+        finally:
+            env.close()
+        return seen
+
+    unsharded = {p.stem for p in index.files}
+    assert [p.stem for p in index.share(1, 4).files] == sorted(unsharded)[1::4]
+    assert [p.stem for p in index.share(2, 3).files] == sorted(unsharded)[2::3]
+    assert len(index.share(0, 2).share(0, 1).files) == NUM_SCENES // 2
+    tiny = dataclasses.replace(index, files=index.files[:2])
+    assert [p.stem for p in tiny.share(3, 4).files] == [tiny.files[1].stem]  # fewer scenes than ranks: one each
+    with pytest.raises(ValueError, match="scene_shard"):
+        index.share(2, 2)
+    rank0, rank1 = visited((0, 2)), visited((1, 2))
+    assert not rank0 & rank1 and rank0 | rank1 == unsharded
 
 
 def test_registered_ids_give_the_batched_and_the_single_env(scene_dir: Path) -> None:

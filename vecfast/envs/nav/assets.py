@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vecfast.envs.nav.geodesic import distance_field
+from vecfast.envs.nav.geodesic import distance_fields
 from vecfast.envs.nav.scenes import NUM_TEXTURES, TEXTURE_SIZE, Scene, SceneIndex
 
 _FAR = -1.0e4  # where unused box rows sit: zero-size boxes far away, never hit by a ray
@@ -50,8 +50,7 @@ def prepare_scene(path: Path) -> PreparedScene:
             _prepared.move_to_end(path)
             return _prepared[path]
         scene = Scene.load(path)
-        goals = scene.goals
-        fields = np.stack([distance_field(scene.walkable, (int(r), int(c)), scene.resolution) for r, c in goals])
+        fields = distance_fields(scene.walkable, scene.goals, scene.resolution)
         prepared = PreparedScene(path=path, scene=scene, fields=fields)
         _prepared[path] = prepared
         if len(_prepared) > _PREPARED_CACHE_SIZE:

@@ -13,29 +13,33 @@ casts rays against. A scene file holds everything that can be computed ahead of 
 - ``textures`` (T, 16, 16, 3) uint8, ``floor_texture``, ``ceiling_texture``, ``ceiling_height``
 - ``goals`` (G, 2) goal cells (row, col) and ``episodes`` (E, 6): start x, start y, start
   heading, goal x, goal y, geodesic distance, with ``episode_goal`` (E,) the goal index.
-  As in Habitat's datasets, episodes need a geodesic distance of at least ``min_geodesic``
-  and a geodesic/Euclidean ratio above ``min_ratio``.
+  As in Habitat's datasets, episodes need a geodesic distance of at least ``MIN_GEODESIC``
+  and (but in open rooms) a geodesic/Euclidean ratio above ``MIN_RATIO``.
 
-Scene ``i`` of a set depends only on (seed, i), so sets are reproducible and scenes can be
-generated in any order.
+Scene ``i`` of a set depends only on (seed, i) (and on whether the set has open rooms, which
+its name says: :func:`scene_name`), so sets are reproducible and scenes can be generated in
+any order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
 
-from vecfast.envs.nav.geodesic import distance_field
+from vecfast.envs.nav.geodesic import distance_fields
 
 FORMAT_VERSION = 1
+# bumped whenever a (seed, index) generates another scene than before: it names the default sets' cache
+GENERATOR_VERSION = 2
 RESOLUTION = 0.05  # metres per grid cell
 AGENT_RADIUS = 0.18  # Habitat's PointNav challenge agent
 TEXTURE_SIZE = 16
@@ -45,20 +49,21 @@ EPISODES_PER_GOAL = 8
 MIN_GEODESIC = 1.0
 MAX_GEODESIC = 30.0
 MIN_RATIO = 1.1
-DEFAULT_SET_SIZE = 8
+# 64 scenes x 8 goals x 8 starts: 4,096 training episodes (8 scenes left each DD-PPO rank with 2-3 floor plans)
+DEFAULT_SET_SIZE = 64
 INDEX_FILE = "index.json"
 # split -> the seed of its scenes: scenes are generated from (seed, index), so the splits draw from
 # disjoint generator streams and no scene of one is a scene of the other
 SPLIT_SEEDS = {"train": 0, "val": 1}
-# split -> the size of its default set in the user cache: val is only evaluated on, so it can be larger
-# (a scene takes ~0.2 s to generate, once) and an evaluation averages over more floor plans
+# split -> the size of its default set in the user cache (a scene takes ~0.1 s to generate, once): val is only
+# evaluated on, with one env per scene by default, so that 200 episodes average over 16 floor plans
 DEFAULT_SPLIT_SIZES = {"train": DEFAULT_SET_SIZE, "val": 16}
 
 _WALL = 0.12  # wall thickness, metres
 _MIN_ROOM = 1.6  # smallest room side, metres
 
 
-@dataclass
+@dataclasses.dataclass
 class Scene:
     """One scene as stored on disk (see the module docstring for the fields)."""
 
@@ -145,18 +150,16 @@ def rasterize(
     return occupancy, free
 
 
-def largest_region(free: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The largest connected part of ``free`` (as the geodesic graph connects cells)."""
-    remaining = free.copy()
-    best = np.zeros_like(free)
-    while remaining.sum() > best.sum():
-        cells = np.argwhere(remaining)
-        seed = cells[rng.integers(len(cells))]
-        region = np.isfinite(distance_field(free, (int(seed[0]), int(seed[1])), 1.0))
-        if region.sum() > best.sum():
-            best = region
-        remaining &= ~region
-    return best
+def largest_region(free: np.ndarray) -> np.ndarray:
+    """The largest connected part of ``free`` (as the geodesic graph connects cells).
+
+    Every move of the graph crosses only walkable cells that are side by side, so its
+    components are the 4-connected components, which OpenCV labels in one pass.
+    """
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(free.astype(np.uint8), connectivity=4)
+    if count < 2:
+        return np.zeros_like(free)
+    return labels == 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
 
 
 def _cut_range(lo: float, hi: float, gap: float) -> tuple[float, float]:
@@ -270,38 +273,45 @@ def _textures(rng: np.random.Generator) -> np.ndarray:
 
 
 def _sample_episodes(
-    walkable: np.ndarray, resolution: float, rng: np.random.Generator
+    walkable: np.ndarray, resolution: float, min_ratio: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Goals and episodes as Habitat samples them: geodesic in range and path not too straight."""
+    """Goals and episodes as Habitat samples them: geodesic in range and path not too straight.
+
+    Candidate goals are drawn as many at a time as goals are missing, so their distance
+    fields are searched together (:func:`distance_fields`).
+    """
     cells = np.argwhere(walkable)
     goals, episodes, episode_goal = [], [], []
-    for _attempt in range(20 * GOALS_PER_SCENE):
+    for _round in range(20):
         if len(goals) == GOALS_PER_SCENE:
             break
-        goal = cells[rng.integers(len(cells))]
-        field = distance_field(walkable, (int(goal[0]), int(goal[1])), resolution)
-        starts = cells[rng.integers(len(cells), size=400)]
-        geo = field[starts[:, 0], starts[:, 1]].astype(np.float64)
-        euclid = np.hypot(*(starts - goal).T) * resolution
-        ok = (geo >= MIN_GEODESIC) & (geo <= MAX_GEODESIC) & (geo > MIN_RATIO * euclid)
-        chosen = np.unique(starts[ok], axis=0)
-        if len(chosen) < EPISODES_PER_GOAL:
-            continue
-        chosen = chosen[rng.permutation(len(chosen))[:EPISODES_PER_GOAL]]
-        gxy = (goal[::-1] + 0.5) * resolution
-        for start in chosen:
-            sxy = (start[::-1] + 0.5) * resolution
-            heading = rng.uniform(-math.pi, math.pi)
-            episodes.append((sxy[0], sxy[1], heading, gxy[0], gxy[1], field[start[0], start[1]]))
-            episode_goal.append(len(goals))
-        goals.append(goal)
+        candidates = cells[rng.integers(len(cells), size=GOALS_PER_SCENE - len(goals))]
+        for goal, field in zip(candidates, distance_fields(walkable, candidates, resolution), strict=True):
+            starts = cells[rng.integers(len(cells), size=400)]
+            geo = field[starts[:, 0], starts[:, 1]].astype(np.float64)
+            euclid = np.hypot(*(starts - goal).T) * resolution
+            ok = (geo >= MIN_GEODESIC) & (geo <= MAX_GEODESIC) & (geo > min_ratio * euclid)
+            chosen = np.unique(starts[ok], axis=0)
+            if len(chosen) < EPISODES_PER_GOAL:
+                continue
+            chosen = chosen[rng.permutation(len(chosen))[:EPISODES_PER_GOAL]]
+            gxy = (goal[::-1] + 0.5) * resolution
+            for start in chosen:
+                sxy = (start[::-1] + 0.5) * resolution
+                heading = rng.uniform(-math.pi, math.pi)
+                episodes.append((sxy[0], sxy[1], heading, gxy[0], gxy[1], field[start[0], start[1]]))
+                episode_goal.append(len(goals))
+            goals.append(goal)
     if len(goals) < GOALS_PER_SCENE:
         raise RuntimeError("scene too open or too small to sample episodes; try another seed")
     return np.array(goals, np.int32), np.array(episodes, np.float32), np.array(episode_goal, np.int32)
 
 
-def floor_plan(rng: np.random.Generator) -> tuple[np.ndarray, tuple[int, int], float]:
-    """(boxes, grid shape, ceiling height) of a scene: its layout, cheap next to what is computed from it."""
+def floor_plan(rng: np.random.Generator, open_room: bool = False) -> tuple[np.ndarray, tuple[int, int], float]:
+    """(boxes, grid shape, ceiling height) of a scene: its layout, cheap next to what is computed from it.
+
+    ``open_room``: the outer walls only, no inner walls or furniture, so every path is straight.
+    """
     width, depth = (round(float(v), 1) for v in rng.uniform(7.0, 13.0, size=2))
     ceiling = round(float(rng.uniform(2.4, 3.2)), 2)
     outer = [
@@ -312,21 +322,31 @@ def floor_plan(rng: np.random.Generator) -> tuple[np.ndarray, tuple[int, int], f
     ]
     outer_texture = int(rng.integers(NUM_TEXTURES - 2))
     boxes = [(*b, ceiling, outer_texture) for b in outer]
-    walls, rooms, doors = _split_room((_WALL, _WALL, width - _WALL, depth - _WALL), rng, ceiling, 0)
-    boxes += walls + _furniture(rooms, doors, rng)
+    if not open_room:
+        walls, rooms, doors = _split_room((_WALL, _WALL, width - _WALL, depth - _WALL), rng, ceiling, 0)
+        boxes += walls + _furniture(rooms, doors, rng)
     grid_shape = (math.ceil(depth / RESOLUTION), math.ceil(width / RESOLUTION))
     return np.array(boxes, dtype=np.float32), grid_shape, ceiling
 
 
-def generate_scene(seed: int, index: int, name: str | None = None) -> Scene:
-    """Scene ``index`` of the set generated from ``seed``."""
+def scene_name(seed: int, index: int, open_rooms: bool = False) -> str:
+    """A scene's name, which is all that generates it: (seed, index) and whether its set has open rooms."""
+    return f"{'open' if open_rooms else 'scene'}_{seed}_{index:05d}"
+
+
+def generate_scene(seed: int, index: int, name: str | None = None, open_rooms: bool = False) -> Scene:
+    """Scene ``index`` of the set generated from ``seed``.
+
+    ``open_rooms``: a single room without inner walls or furniture (:func:`floor_plan`), for agents
+    that do not see; its episodes need no detour (a straight path is the shortest there).
+    """
     rng = np.random.default_rng([seed, index])
-    boxes, grid_shape, ceiling = floor_plan(rng)
+    boxes, grid_shape, ceiling = floor_plan(rng, open_rooms)
     occupancy, free = rasterize(boxes, grid_shape, RESOLUTION, AGENT_RADIUS)
-    walkable = largest_region(free, rng)
-    goals, episodes, episode_goal = _sample_episodes(walkable, RESOLUTION, rng)
+    walkable = largest_region(free)
+    goals, episodes, episode_goal = _sample_episodes(walkable, RESOLUTION, 0.0 if open_rooms else MIN_RATIO, rng)
     return Scene(
-        name=name or f"scene_{seed}_{index:05d}",
+        name=name or scene_name(seed, index, open_rooms),
         boxes=boxes,
         occupancy=occupancy,
         walkable=walkable,
@@ -343,15 +363,15 @@ def generate_scene(seed: int, index: int, name: str | None = None) -> Scene:
 # ---------------------------------------------------------------------------- scene sets
 
 
-def make_scenes(num: int, seed: int, out_dir: str | Path) -> list[Path]:
+def make_scenes(num: int, seed: int, out_dir: str | Path, open_rooms: bool = False) -> list[Path]:
     """Generate scenes ``0 .. num-1`` of ``seed`` into ``out_dir`` (existing ones are kept) and index them."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(num):
-        path = out / f"scene_{seed}_{i:05d}.npz"
+        path = out / f"{scene_name(seed, i, open_rooms)}.npz"
         if not path.exists():
-            generate_scene(seed, i, path.stem).save(path)
+            generate_scene(seed, i, path.stem, open_rooms).save(path)
         paths.append(path)
     write_index(out)
     return paths
@@ -371,13 +391,22 @@ def write_index(scene_dir: Path) -> None:
     os.replace(tmp, scene_dir / INDEX_FILE)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SceneIndex:
     """A scene directory's files and the largest grid and box count among them (to size resident slots)."""
 
     files: list[Path]
     grid_shape: tuple[int, int]
     max_boxes: int
+
+    def share(self, part: int, parts: int) -> SceneIndex:
+        """Part ``part`` of ``parts`` disjoint parts of the files that together are all of them (every
+        ``parts``-th file from the ``part``-th), so that the ranks of a distributed run train on different
+        scenes. A set of fewer files than parts gives each part one file (parts then share files).
+        Slots stay sized for the whole set."""
+        if not 0 <= part < parts:
+            raise ValueError(f"scene_shard must be (part, parts) with 0 <= part < parts, got {(part, parts)}")
+        return dataclasses.replace(self, files=self.files[part % len(self.files) :: parts])
 
 
 def read_index(scene_dir: str | Path) -> SceneIndex:
@@ -397,26 +426,29 @@ def read_index(scene_dir: str | Path) -> SceneIndex:
     )
 
 
-def default_scene_dir(num: int = DEFAULT_SET_SIZE, seed: int = 0) -> Path:
+def default_scene_dir(num: int = DEFAULT_SET_SIZE, seed: int = 0, open_rooms: bool = False) -> Path:
     """The default scene set in the user cache (``$XDG_CACHE_HOME``, else ``~/.cache``), generated on first use.
 
     A file lock makes concurrent first uses (say, the workers of a vector env) generate it once.
+    The directory is named by the generator's version too, so a set cached by an older generator
+    (other scenes under the same names) is never mixed with or mistaken for this one's.
     """
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    out = cache / "vecfast" / "nav" / f"scenes-v{FORMAT_VERSION}-seed{seed}-n{num}"
+    kind = "open-" if open_rooms else ""
+    out = cache / "vecfast" / "nav" / f"scenes-v{FORMAT_VERSION}-gen{GENERATOR_VERSION}-{kind}seed{seed}-n{num}"
     if (out / INDEX_FILE).exists():
         return out
     out.mkdir(parents=True, exist_ok=True)
     with _locked(out / ".lock"):
         if not (out / INDEX_FILE).exists():
-            make_scenes(num, seed, out)
+            make_scenes(num, seed, out, open_rooms)
     return out
 
 
 def split_scene_dir(scenes: str | Path | None, split: str) -> Path:
     """The scene directory of ``split`` ("train" or "val", held out: never trained on).
 
-    ``scenes=None``: the default sets in the user cache, 8 scenes of seed 0 (train) and 16 of seed 1
+    ``scenes=None``: the default sets in the user cache, 64 scenes of seed 0 (train) and 16 of seed 1
     (val), each in its own directory with its own index. A directory of your own holds each split in
     a subdirectory (``DIR/train``, ``DIR/val``: ``vecfast nav make-scenes --out DIR --split val``); a
     directory with its scenes at the top is a training set only. A val set that shares a scene file

@@ -43,9 +43,12 @@ def make_sim(
     scene_seed: int,
     device: str | torch.device,
     config_kwargs: dict[str, Any],
+    scene_shard: tuple[int, int] | None = None,
 ) -> NavSim:
     """The simulator both env classes build on; ``scenes=None`` uses the default sets in the user cache."""
     index = read_index(split_scene_dir(scenes, split))
+    if scene_shard is not None:
+        index = index.share(*scene_shard)
     if max_envs_per_scene is None:
         max_envs_per_scene = DEFAULT_ENVS_PER_SCENE[split]
     config = NavConfig(**config_kwargs)
@@ -74,6 +77,9 @@ class BatchedPointNavEnv(VectorEnv):
     ``ceil(num_envs / max_envs_per_scene)`` are referenced (plus one while a group moves to
     its next scene) and each resident scene is held once; after ``rotation_episodes``
     episodes a group moves on to the next scene of the dataset, loaded in the background.
+    ``scene_shard=(i, n)`` keeps to the i-th of n disjoint shares of the scenes, which together
+    are the whole set: rank i of an n-rank DD-PPO run trains on other floor plans than the
+    other ranks (:meth:`~vecfast.envs.nav.scenes.SceneIndex.share`).
     Other keyword arguments are :class:`NavConfig` fields (``width``, ``height``, ``rgb``, ...).
     """
 
@@ -89,11 +95,12 @@ class BatchedPointNavEnv(VectorEnv):
         scene_seed: int = 0,
         as_torch: bool = False,
         split: str = "train",
+        scene_shard: tuple[int, int] | None = None,
         **config_kwargs: Any,
     ) -> None:
         self.as_torch = as_torch
         sim_args = (scenes, split, max_envs_per_scene, rotation_episodes, scene_seed, device, config_kwargs)
-        self.sim = make_sim(num_envs, *sim_args)
+        self.sim = make_sim(num_envs, *sim_args, scene_shard=scene_shard)
         self.num_envs = num_envs
         self.device = self.sim.device
         self.single_observation_space = observation_space(self.sim.config)
