@@ -188,6 +188,17 @@ def test_evaluate_on_the_command_line_makes_the_runs_env(tmp_path: Path, capsys:
     assert "registered ids like it: CartPole-v1" in line
 
 
+def test_tune_makes_the_env_with_its_env_kwargs_and_says_so(capsys: pytest.CaptureFixture) -> None:
+    argv = ["tune", "CartPole-v1", "--seconds", "0.2", "--env-kwarg", "max_episode_steps=7"]
+    assert run_cli(argv) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith("train with: vecfast train CartPole-v1 --algo appo --num_workers ")
+    assert "--env-kwarg max_episode_steps=7  (or --num_workers auto)" in said
+    assert main(["tune", "CartPole-v1", "--seconds", "0.2", "--env-kwarg", "bogus=1"]) == 1  # the env refused it
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "unexpected keyword argument 'bogus' was raised from the environment creator for CartPole-v1" in line
+
+
 def test_env_kwarg_values_are_python_literals_else_strings() -> None:
     from vecfast.cli import env_kwarg
 

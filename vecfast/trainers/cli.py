@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import types
 import typing
@@ -176,6 +177,7 @@ def add_train_commands(subparsers: Any) -> None:
     tuner.add_argument(
         "--seconds", type=float, default=1.0, help="timing of env steps; inference gets half (default 1)"
     )
+    add_env_kwarg_option(tuner, "as train takes them")
     _add_config_options(tuner, exclude=TUNED_KEYS)  # the model and device keys shape t_inf
     tuner.set_defaults(handler=_tune)
 
@@ -385,12 +387,15 @@ def _tune(args: argparse.Namespace) -> int:
 
     check_env_id(args.env_id)
     _check_config(args.algo, None, args.env_id, _config_overrides(args), None)
-    tuning = tune(args.env_id, algo=args.algo, seconds=args.seconds, **_config_overrides(args))
+    env_kwargs = dict(args.env_kwarg)
+    tuning = tune(args.env_id, algo=args.algo, seconds=args.seconds, env_kwargs=env_kwargs, **_config_overrides(args))
     print("\n".join(tuning.lines()))
     choice = tuning.choice
     print(
         f"train with: vecfast train {args.env_id} --algo {args.algo} --num_workers {choice.num_workers}"
-        f" --num_envs_per_worker {choice.num_envs_per_worker}  (or --num_workers auto)"
+        f" --num_envs_per_worker {choice.num_envs_per_worker}"
+        + "".join(f" --env-kwarg {shlex.quote(f'{key}={value!r}')}" for key, value in env_kwargs.items())
+        + "  (or --num_workers auto)"
     )
     return 0
 
