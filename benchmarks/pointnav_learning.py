@@ -1,5 +1,5 @@
 """DD-PPO on PointNav with the Large Batch Simulation recipe: success and SPL on held-out scenes over env frames
-and wall-clock minutes.
+and wall-clock minutes, with actions sampled and deterministic.
 
     python benchmarks/pointnav_learning.py --minutes 60 --num-processes 2 --checkpoint-every-min 5 --episodes 200
 
@@ -8,15 +8,25 @@ Trains ``vecfast.train("vecfast/PointNav-v0", algo="ddppo", num_processes=N)`` w
 scaling with warm-up and cosine decay, rollouts of 32 in 2 minibatches) for ``--minutes``, keeping a
 checkpoint every ``--checkpoint-every-min``. Then it evaluates the untrained policy and every
 checkpoint on the validation scenes (``split="val"``, never trained on) with
-``vecfast.evaluate(..., episodes=--episodes)`` and prints the curve: minutes, env frames, success,
-SPL, return. ``--run-dir`` keeps the run (and evaluates an existing one with ``--minutes 0``).
+``vecfast.evaluate(..., episodes=--episodes)``, twice: actions sampled (as the reference code
+evaluates) and deterministic (the most likely action, which can loop where sampling does not).
+
+Each point is appended to ``--csv`` (default ``benchmarks/results/pointnav_curve.csv``) as soon as
+it is evaluated: run, seed, minutes, env frames, episodes, then success, SPL, mean return and mean
+episode length of each mode. Points of the run already in the file are not evaluated again, so a
+curve grows in chunks: ``--run-dir DIR --resume --minutes 40`` trains on from the newest checkpoint
+and adds the new checkpoints' rows (minutes count the sittings end to end), and ``--minutes 0``
+evaluates what a stopped chunk left unevaluated.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +38,11 @@ from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint, space_fr
 from vecfast.trainers.training import load_policy
 
 ENV_ID = "vecfast/PointNav-v0"
+CSV = Path(__file__).parent / "results" / "pointnav_curve.csv"
+MODES = {"sampled": False, "deterministic": True}  # column suffix -> evaluate's deterministic
+COLUMNS = ["run", "seed", "minutes", "env_frames", "episodes"] + [
+    f"{name}_{mode}" for mode in MODES for name in ("success", "spl", "return", "length")
+]
 
 
 def untrained_policy(run_dir: Path) -> ActorCritic:
@@ -38,26 +53,73 @@ def untrained_policy(run_dir: Path) -> ActorCritic:
     return ActorCritic(*spaces, cfg).eval()
 
 
-def curve(run_dir: Path, episodes: int, num_envs: int) -> list[dict[str, Any]]:
+def evaluated_frames(csv_path: Path, run: str) -> set[int]:
+    """The env frames of the run's points already in the file."""
+    if not csv_path.exists():
+        return set()
+    with open(csv_path, newline="") as f:
+        return {int(row["env_frames"]) for row in csv.DictReader(f) if row["run"] == run}
+
+
+def append_row(csv_path: Path, row: dict[str, Any]) -> None:
+    """Append one point, writing the header first into a new file (a file of other columns is refused)."""
+    new = not csv_path.exists() or csv_path.stat().st_size == 0
+    if not new:
+        with open(csv_path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != COLUMNS:
+            raise ValueError(f"{csv_path} has the columns {header}, not {COLUMNS}: write to another --csv")
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(csv_path, "a", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in row.items()})
+
+
+def curve(run_dir: Path, episodes: int, num_envs: int, csv_path: Path) -> list[dict[str, Any]]:
+    """Evaluate the run's points not yet in ``csv_path``, appending each as soon as it is done."""
+    config = json.loads((run_dir / "config.json").read_text())
+    frameskip = config.get("env_frameskip", 1)
+    env_kwargs = {**config.get("env_kwargs", {}), "split": "val"}  # the run's scenes' held-out split
     seconds_at = training_seconds(run_dir)  # a resumed run's sittings end to end
-    points = [(0, 0.0, untrained_policy(run_dir))]
-    for path in sorted(last_checkpoints(run_dir)):
-        steps = load_checkpoint(path)["env_steps"]
-        points.append((steps, seconds_at.get(steps, float("nan")) / 60, load_policy(path)))
+    done = evaluated_frames(csv_path, run_dir.name)
+    points = [(0, None)] + sorted((load_checkpoint(p)["env_steps"], p) for p in last_checkpoints(run_dir))
     rows = []
-    for steps, minutes, policy in points:
-        result = evaluate(policy, env=ENV_ID, episodes=episodes, num_envs=num_envs, env_kwargs={"split": "val"})
-        row = {
+    for steps, path in points:
+        if steps * frameskip in done:
+            continue
+        policy = untrained_policy(run_dir) if path is None else load_policy(path)
+        minutes = seconds_at.get(steps, math.nan) / 60 if steps else 0.0
+        row: dict[str, Any] = {
+            "run": run_dir.name,
+            "seed": config["config"].get("seed"),
             "minutes": minutes,
-            "env_frames": steps,
-            "success": result.success,
-            "spl": result.spl,
-            "mean_return": result.mean_return,
+            "env_frames": steps * frameskip,
+            "episodes": episodes,
         }
+        for mode, deterministic in MODES.items():
+            result = evaluate(
+                policy,
+                env=ENV_ID,
+                episodes=episodes,
+                deterministic=deterministic,
+                num_envs=num_envs,
+                env_kwargs=env_kwargs,
+            )
+            row[f"success_{mode}"] = result.success
+            row[f"spl_{mode}"] = result.spl
+            row[f"return_{mode}"] = result.mean_return
+            row[f"length_{mode}"] = result.mean_length
+        append_row(csv_path, row)
         rows.append(row)
         print(
-            f"{minutes:7.1f} min {steps:>11,} frames  success {row['success']:.3f}  SPL {row['spl']:.3f}  "
-            f"return {row['mean_return']:6.2f}",
+            f"{minutes:7.1f} min {row['env_frames']:>11,} frames  "
+            + "  ".join(
+                f"{mode}: success {row[f'success_{mode}']:.3f} SPL {row[f'spl_{mode}']:.3f} "
+                f"return {row[f'return_{mode}']:6.2f} length {row[f'length_{mode}']:5.1f}"
+                for mode in MODES
+            ),
             flush=True,
         )
     return rows
@@ -73,10 +135,11 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--resume", action="store_true", help="train --run-dir's run on for --minutes more")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--csv", type=Path, default=CSV, help="the curve's file, one row appended per point")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = args.run_dir or Path(tmp) / "run"
+        run_dir = args.run_dir or Path(tmp) / time.strftime("pointnav_%Y%m%d-%H%M%S")  # names the run's rows
         if args.minutes > 0:
             result = train(
                 ENV_ID,
@@ -92,7 +155,7 @@ def main() -> None:
                 **parse_overrides(args.set),
             )
             print(f"trained {result.stats['env_frames']:,} frames at {result.stats['fps']:,.0f} frames/s", flush=True)
-        rows = curve(run_dir, args.episodes, args.eval_envs)
+        rows = curve(run_dir, args.episodes, args.eval_envs, args.csv)
         if args.json:
             args.json.write_text(json.dumps({"run_dir": str(run_dir), "curve": rows}, indent=2))
 
