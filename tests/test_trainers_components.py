@@ -115,6 +115,47 @@ def test_evaluate_over_trajectories_matches_stepping(action_space: spaces.Space)
     torch.testing.assert_close(new_values, torch.stack(values, 1))
 
 
+@pytest.mark.parametrize("use_rnn", [True, False])
+def test_previous_action_embedding_steps_as_it_evaluates_and_restarts_with_episodes(use_rnn: bool) -> None:
+    """The previous action, recorded in the state by with_action while acting and read from the
+    actions taken when learning, gives the same distributions and values; an episode's first
+    step sees no previous action."""
+    torch.manual_seed(0)
+    cfg = small_config(normalize_returns=False, prev_action_embedding=8, use_rnn=use_rnn)
+    model = ActorCritic(DICT_OBS, spaces.Discrete(5, start=-2), cfg)
+    assert model.state_size == model.hidden_size + 1
+    batch, length = 3, 6
+    obs = [obs_to_tensors(sample_obs(DICT_OBS, batch, seed=t), "cpu") for t in range(length)]
+    first = torch.zeros(batch, length, dtype=torch.bool)
+    first[0, 2] = first[1, 0] = first[2, 4] = True
+    state = model.with_action(
+        model.initial_state(batch) + torch.randn(batch, model.state_size), torch.tensor([3, 0, 1])
+    )
+    h = state
+    log_probs, values, actions = [], [], []
+    with torch.no_grad():
+        for t in range(length):
+            dist, value, h = model.step(obs[t], h, first[:, t])
+            a = dist.sample()
+            h = model.with_action(h, a)
+            actions.append(a)
+            log_probs.append(dist.log_prob(a))
+            values.append(value)
+        stacked = {k: torch.stack([o[k] for o in obs], dim=1) for k in obs[0]}
+        taken = torch.stack(actions, 1)
+        dist, new_values = model.evaluate(stacked, first, state, length - 1, taken[:, :-1])
+        torch.testing.assert_close(dist.log_prob(taken[:, :-1]), torch.stack(log_probs[:-1], 1))
+        torch.testing.assert_close(new_values, torch.stack(values, 1))
+        # the previous action is an input, except where an episode starts
+        one = {k: v[:1] for k, v in obs[0].items()}
+        after = [model.with_action(model.initial_state(1), torch.tensor([a])) for a in (0, 3)]
+        for start, differs in ((False, True), (True, False)):
+            logits = [model.step(one, s, torch.tensor([start]))[0].dists[0].logits for s in after]
+            assert (not torch.equal(*logits)) is differs
+    with pytest.raises(ValueError, match="Discrete action space"):
+        ActorCritic(DICT_OBS, spaces.MultiDiscrete([3, 4]), cfg)
+
+
 GOAL_OBS = spaces.Dict(
     {
         "depth": spaces.Box(0.0, 10.0, (36, 36, 1), np.float32),

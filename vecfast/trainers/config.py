@@ -108,6 +108,9 @@ class TrainConfig:
     """Sizes of the fully connected layers after the conv encoder."""
     encoder_mlp_layers: tuple[int, ...] = (256, 256)
     """Sizes of the MLP layers that encode vector (non-image) observations."""
+    prev_action_embedding: int = 0
+    """Size of a learned embedding of the previous action (Discrete actions; "none" at an episode's start),
+    fed to the core with the observation's features, as habitat-lab's PointNav policy does (32 there); 0: none."""
     nonlinearity: str = "elu"
     """The activation: "elu", "relu" or "tanh"."""
     encoder_bf16: bool | str = "auto"
@@ -200,6 +203,10 @@ class TrainConfig:
                 f"got {self.encoder_conv_architecture!r}"
             )
         _check_count("encoder_base_channels", self.encoder_base_channels, "")
+        if isinstance(self.prev_action_embedding, bool) or not (
+            isinstance(self.prev_action_embedding, numbers.Integral) and self.prev_action_embedding >= 0
+        ):
+            raise ValueError(f"prev_action_embedding must be an int >= 0, got {self.prev_action_embedding!r}")
         if self.encoder_bf16 not in (True, False, "auto"):
             raise ValueError(f"encoder_bf16 must be True, False or 'auto', got {self.encoder_bf16!r}")
         if not (self.step_timeout in (None, "auto") or _positive_number(self.step_timeout)):

@@ -205,7 +205,9 @@ class _Episodes:
             tensors = obs_to_tensors(as_obs_dict(obs), self.device)
             first_t = torch.as_tensor(first, device=self.device)
             dist, _, state = policy.step(tensors, state, first_t)
-            actions = policy.actor.to_env(dist.mode() if self.deterministic else dist.sample())
+            chosen = dist.mode() if self.deterministic else dist.sample()
+            state = policy.with_action(state, chosen)
+            actions = policy.actor.to_env(chosen)
             obs, rewards, terminated, truncated, info = env.step(actions)
             done = _numpy(terminated).astype(bool) | _numpy(truncated).astype(bool)
             live = counts & ~draining & (collected < self.targets)  # steps of counted episodes

@@ -193,7 +193,9 @@ class ActState:
 class ActorCritic(nn.Module):
     """Encoders, an optional GRU core, an actor head and a critic head (predicting normalised returns).
 
-    Recurrent state is reset wherever ``first`` is True: that observation starts an episode.
+    Recurrent state is reset wherever ``first`` is True: that observation starts an episode. With
+    ``prev_action_embedding``, the state's last column holds the previous action (its index + 1; 0:
+    none), which the caller of :meth:`step` records with :meth:`with_action` once it has chosen one.
     """
 
     def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, cfg: TrainConfig) -> None:
@@ -218,8 +220,15 @@ class ActorCritic(nn.Module):
                 else VectorEncoder(space, key_cfg, polar=polar)
             )
         features = sum(e.out_features for e in self.encoders.values())
+        self.prev_action: nn.Embedding | None = None
+        if cfg.prev_action_embedding:
+            if not isinstance(action_space, spaces.Discrete):
+                raise ValueError(f"prev_action_embedding needs a Discrete action space, got {action_space}")
+            self.prev_action = nn.Embedding(int(action_space.n) + 1, cfg.prev_action_embedding)
+            features += cfg.prev_action_embedding
         self.core = nn.GRUCell(features, cfg.rnn_size) if cfg.use_rnn else None
-        self.state_size = cfg.rnn_size if cfg.use_rnn else 0
+        self.hidden_size = cfg.rnn_size if cfg.use_rnn else 0
+        self.state_size = self.hidden_size + (self.prev_action is not None)
         core_out = cfg.rnn_size if cfg.use_rnn else features
         self.actor = ActionHead(action_space, core_out)
         self.critic = nn.Linear(core_out, 1)
@@ -237,34 +246,62 @@ class ActorCritic(nn.Module):
     ) -> tuple[ActionDistribution, torch.Tensor, torch.Tensor]:
         """One step for a batch: (action distribution, value in return units, next recurrent state)."""
         x = self.encode(obs)
+        state = state * (~first).unsqueeze(-1).to(state.dtype)  # an episode starts afresh, with no previous action
+        hidden, prev = state[:, : self.hidden_size], state[:, self.hidden_size :]
+        if self.prev_action is not None:
+            x = torch.cat([x, self.prev_action(prev[:, 0].long())], dim=-1)
         if self.core is not None:
-            state = self.core(x, state * (~first).unsqueeze(-1).to(state.dtype))
-            x = state
-        return self.actor(x), self.denormalize_value(self.critic(x).squeeze(-1)), state
+            hidden = x = self.core(x, hidden)
+        return self.actor(x), self.denormalize_value(self.critic(x).squeeze(-1)), torch.cat([hidden, prev], dim=-1)
+
+    def with_action(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """:meth:`step`'s next state with the action chosen from its distribution recorded (the next step's
+        previous action); the state as it is without ``prev_action_embedding``."""
+        if self.prev_action is None:
+            return state
+        return torch.cat([state[:, : self.hidden_size], (action + 1).to(state.dtype).unsqueeze(-1)], dim=-1)
 
     def evaluate(
-        self, obs: Mapping[str, torch.Tensor], first: torch.Tensor, state: torch.Tensor, steps: int
+        self,
+        obs: Mapping[str, torch.Tensor],
+        first: torch.Tensor,
+        state: torch.Tensor,
+        steps: int,
+        actions: torch.Tensor | None = None,
     ) -> tuple[ActionDistribution, torch.Tensor]:
         """Whole trajectories ``[B, L, ...]`` from initial states ``[B, H]``: the module's forward pass.
 
         Returns the action distributions of the first ``steps`` steps (the last
-        observation only bootstraps) and the normalised values of all ``L``. Learning goes
-        through here (and ``__call__``), so that a DistributedDataParallel wrapper sees it.
+        observation only bootstraps) and the normalised values of all ``L``. ``actions``
+        (``[B, L - 1]``, those taken) are the previous actions that ``prev_action_embedding``
+        reads. Learning goes through here (and ``__call__``), so that a DistributedDataParallel
+        wrapper sees it.
         """
-        return self(obs, first, state, steps)
+        return self(obs, first, state, steps, actions)
 
     def forward(
-        self, obs: Mapping[str, torch.Tensor], first: torch.Tensor, state: torch.Tensor, steps: int
+        self,
+        obs: Mapping[str, torch.Tensor],
+        first: torch.Tensor,
+        state: torch.Tensor,
+        steps: int,
+        actions: torch.Tensor | None = None,
     ) -> tuple[ActionDistribution, torch.Tensor]:
         """See :meth:`evaluate`."""
         batch, length = first.shape
         x = self.encode({k: v.flatten(0, 1) for k, v in obs.items()}).view(batch, length, -1)
+        if self.prev_action is not None:
+            if actions is None:
+                raise ValueError("prev_action_embedding: evaluate needs the actions taken")
+            prev = torch.cat([state[:, self.hidden_size :].long(), actions[:, : length - 1].long() + 1], dim=1)
+            x = torch.cat([x, self.prev_action(prev * ~first)], dim=-1)
         if self.core is not None:
+            hidden = state[:, : self.hidden_size]
             keep = (~first).unsqueeze(-1).to(x.dtype)
             outputs = []
             for t in range(length):  # backpropagation through time over the whole trajectory
-                state = self.core(x[:, t], state * keep[:, t])
-                outputs.append(state)
+                hidden = self.core(x[:, t], hidden * keep[:, t])
+                outputs.append(hidden)
             x = torch.stack(outputs, dim=1)
         return self.actor(x[:, :steps]), self.critic(x).squeeze(-1)
 
@@ -354,8 +391,10 @@ class ActorCritic(nn.Module):
         first = torch.zeros(batch, dtype=torch.bool, device=device)
         if episode_start is not None:
             first = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=device)
-        dist, _, state.hidden = self.step(tensors, state.hidden, first)
-        return self.actor.to_env(dist.mode() if deterministic else dist.sample())
+        dist, _, hidden = self.step(tensors, state.hidden, first)
+        action = dist.mode() if deterministic else dist.sample()
+        state.hidden = self.with_action(hidden, action)
+        return self.actor.to_env(action)
 
 
 def obs_to_tensors(obs: Mapping[str, Any], device: torch.device | str) -> dict[str, torch.Tensor]:

@@ -95,7 +95,7 @@ class PPO:
         Without ``advantages`` and ``targets`` they come from the current values (V-trace or GAE).
         """
         model, cfg = self.model, self.cfg
-        dist, norm_values = model.evaluate(batch.obs, batch.first, batch.initial_state, batch.rollout)
+        dist, norm_values = model.evaluate(batch.obs, batch.first, batch.initial_state, batch.rollout, batch.actions)
         if advantages is None or targets is None:
             with torch.no_grad():
                 values = model.denormalize_value(norm_values)

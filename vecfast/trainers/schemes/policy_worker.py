@@ -209,7 +209,7 @@ class PolicyWorker(threading.Thread):
             s.log_probs[rows, cols] = log_probs
             s.valid[rows, cols] = valid[ids]
             s.policy_version[rows, cols] = version
-            state[ids] = new_state
+            state[ids] = self.model.with_action(new_state, actions)
             step[ids] += 1
             stepped[ids_np] = True
             slot_wait = self.time_waiting_slots - slot_wait_before

@@ -102,6 +102,7 @@ class SyncTrainer:
                 with torch.no_grad():
                     dist, value, state = model.step(obs_t, state, first)
                     action = dist.sample()
+                    state = model.with_action(state, action)
                 for key, value_t in obs_t.items():
                     s.obs[key][:, t] = value_t
                 s.first[:, t] = first
