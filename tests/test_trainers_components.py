@@ -11,7 +11,7 @@ import torch
 from gymnasium import spaces
 
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.losses import gae, vtrace
+from vecfast.trainers.losses import gae, ppo_loss, vtrace
 from vecfast.trainers.models import ActorCritic, ActState, obs_to_tensors
 from vecfast.trainers.normalize import RunningMeanStd
 from vecfast.trainers.ppo import PPO
@@ -271,6 +271,21 @@ def test_vtrace_clips_importance_weights() -> None:
         adv, vs = vtrace(traj, values, torch.full((1, 2), float(log_rho)), gamma=0.9)
         torch.testing.assert_close(vs[0, 0], torch.tensor(0.5 + weight * 0.5))
         torch.testing.assert_close(adv[0, 0], torch.tensor(weight * 0.5))
+
+
+def test_advantages_are_normalised_per_minibatch_unless_normalize_advantage_is_off() -> None:
+    """At the acting policy (ratio 1) the policy loss is minus the mean advantage: raw, as the Large
+    Batch Simulation and DD-PPO PointNav recipes train, or standardised (mean 0), the default."""
+    traj = make_trajectories(rewards=[[0.0] * 4] * 2, done=[[False] * 4] * 2, terminated=[[False] * 4] * 2)
+    traj.actions.random_(0, 2)
+    advantages = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.5, 0.5, 0.5, 6.0]])
+    for normalize, expected in ((False, -advantages.mean().item()), (True, 0.0)):
+        cfg = small_config(use_rnn=False, normalize_advantage=normalize)
+        model = ActorCritic(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2), cfg)
+        dist, values = model.evaluate(traj.obs, traj.first, traj.initial_state, traj.rollout)
+        traj.log_probs[:] = dist.log_prob(traj.actions).detach()
+        out = ppo_loss(model, dist, values[:, :-1], traj, advantages, torch.zeros_like(advantages), cfg)
+        assert out.policy_loss == pytest.approx(expected, abs=1e-6)
 
 
 def test_ppo_takes_epochs_of_minibatches_and_its_state_round_trips() -> None:
