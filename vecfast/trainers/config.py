@@ -64,7 +64,8 @@ class TrainConfig:
     # optimiser (LAMB takes adam_eps and adam_beta1/2 too)
     optimizer: str = "adam"
     """The optimiser: "adam", or "lamb" (Large Batch Simulation's): Adam's update scaled per weight tensor by the
-    trust ratio min(||w||, 10) / ||update|| clipped to [0.01, 100]; biases and other 1-D parameters as AdamW."""
+    trust ratio min(||w||, 10) / ||update|| clipped to [0.01, 100]; biases and other 1-D parameters, and tensors
+    that start too small for the ratio (Fixup's zeroed convolutions, the actor's output layer), as AdamW."""
     weight_decay: float = 0.0
     """LAMB's decoupled weight decay of the weight matrices and convolution kernels (not of biases or other
     1-D parameters); bps-nav's LAMB uses 1e-4. optimizer="adam" takes none."""
