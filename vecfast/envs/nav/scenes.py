@@ -307,10 +307,10 @@ def _sample_episodes(
     return np.array(goals, np.int32), np.array(episodes, np.float32), np.array(episode_goal, np.int32)
 
 
-def floor_plan(rng: np.random.Generator, open_room: bool = False) -> tuple[np.ndarray, tuple[int, int], float]:
+def floor_plan(rng: np.random.Generator, open_rooms: bool = False) -> tuple[np.ndarray, tuple[int, int], float]:
     """(boxes, grid shape, ceiling height) of a scene: its layout, cheap next to what is computed from it.
 
-    ``open_room``: the outer walls only, no inner walls or furniture, so every path is straight.
+    ``open_rooms``: the outer walls only, no inner walls or furniture, so every shortest path is straight.
     """
     width, depth = (round(float(v), 1) for v in rng.uniform(7.0, 13.0, size=2))
     ceiling = round(float(rng.uniform(2.4, 3.2)), 2)
@@ -322,7 +322,7 @@ def floor_plan(rng: np.random.Generator, open_room: bool = False) -> tuple[np.nd
     ]
     outer_texture = int(rng.integers(NUM_TEXTURES - 2))
     boxes = [(*b, ceiling, outer_texture) for b in outer]
-    if not open_room:
+    if not open_rooms:
         walls, rooms, doors = _split_room((_WALL, _WALL, width - _WALL, depth - _WALL), rng, ceiling, 0)
         boxes += walls + _furniture(rooms, doors, rng)
     grid_shape = (math.ceil(depth / RESOLUTION), math.ceil(width / RESOLUTION))
