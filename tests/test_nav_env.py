@@ -506,7 +506,7 @@ def test_ranks_given_their_scene_shards_train_on_disjoint_scenes_that_cover_the_
     unsharded = {p.stem for p in index.files}
     assert [p.stem for p in index.share(1, 4).files] == sorted(unsharded)[1::4]
     assert [p.stem for p in index.share(2, 3).files] == sorted(unsharded)[2::3]
-    assert len(index.share(0, 2).share(0, 1).files) == NUM_SCENES // 2
+    assert index.share(0, 1) == index
     tiny = dataclasses.replace(index, files=index.files[:2])
     assert [p.stem for p in tiny.share(3, 4).files] == [tiny.files[1].stem]  # fewer scenes than ranks: one each
     with pytest.raises(ValueError, match="scene_shard"):
