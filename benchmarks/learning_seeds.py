@@ -18,12 +18,19 @@ Targets (``--target`` and ``--steps``/``--frames`` override them):
     python benchmarks/learning_seeds.py CartPole-v1 --seeds 0-9 --json benchmarks/learning_seeds_cartpole.json
     python benchmarks/learning_seeds.py vecfast/DoomBasic-v0 --seeds 0-2 --json benchmarks/learning_seeds_doombasic.json
     python benchmarks/learning_seeds.py CartPole-v1 --seeds 0,3 --set lr_schedule=linear_decay
+    python benchmarks/learning_seeds.py CartPole-v1 --algo ddppo --num-processes 2 \
+        --json benchmarks/learning_seeds_cartpole_ddppo.json --curves benchmarks/results/learning_seeds/cartpole_ddppo
+
+``--curves DIR`` keeps each seed's learning curve, compact enough to commit, for ``vecfast plot DIR/seed*``:
+DIR/seed<N>/config.json (the run's) and DIR/seed<N>/metrics.jsonl with only the keys in ``CURVE_KEYS``,
+thinned to at most ``CURVE_ROWS`` evenly spaced rows (the last always kept).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -41,6 +48,33 @@ TARGETS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {"target": 475.0, "steps": 500_000, "frames": None, "required": 0.9},
     "vecfast/DoomBasic-v0": {"target": 70.0, "steps": None, "frames": 1_000_000, "required": 1.0},
 }
+
+
+CURVE_KEYS = ("env_steps", "env_frames", "time", "episodes", "mean_episode_return")
+CURVE_ROWS = 300
+
+
+def thin(rows: list[Any], at_most: int = CURVE_ROWS) -> list[Any]:
+    """At most ``at_most`` of ``rows``, evenly spaced by index; the first and the last always among them."""
+    if len(rows) <= at_most:
+        return list(rows)
+    if at_most < 2:
+        return rows[-1:]
+    return [rows[round(i * (len(rows) - 1) / (at_most - 1))] for i in range(at_most)]
+
+
+def _compact(value: Any) -> Any:
+    """Floats to 4 decimals (seconds, mean returns): the curve file stays small."""
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def write_curve(records: list[dict[str, Any]], config: Path, out: Path) -> None:
+    """``out``/config.json (a copy of ``config``) and ``out``/metrics.jsonl: the rows that have a mean return,
+    with only ``CURVE_KEYS``, thinned (:func:`thin`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(config, out / "config.json")
+    rows = [{k: _compact(m[k]) for k in CURVE_KEYS if k in m} for m in records if "mean_episode_return" in m]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in thin(rows)))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -64,14 +98,24 @@ def frame_skip(env_id: str) -> int:
 
 
 def run_seed(
-    env_id: str, algo: str, steps: int, seed: int, target: float, overrides: dict[str, Any], keep: Path | None
+    env_id: str,
+    algo: str,
+    steps: int,
+    seed: int,
+    target: float,
+    overrides: dict[str, Any],
+    keep: Path | None,
+    num_processes: int | None = None,
+    curves: Path | None = None,
 ) -> dict[str, Any]:
     start = time.perf_counter()
+    launch = {} if num_processes is None else {"num_processes": num_processes}
     with tempfile.TemporaryDirectory(prefix="vecfast-seeds-") as tmp:
-        run_dir = keep / f"seed{seed}" if keep is not None else Path(tmp)
-        result = train(env_id, algo=algo, total_env_steps=steps, run_dir=run_dir, seed=seed, **overrides)
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
+        run_dir = keep / f"seed{seed}" if keep is not None else Path(tmp) / "run"
+        result = train(env_id, algo=algo, total_env_steps=steps, run_dir=run_dir, seed=seed, **launch, **overrides)
+        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        if curves is not None:
+            write_curve(records, run_dir / "config.json", curves / f"seed{seed}")
     returns = [(m["env_steps"], m.get("env_frames", m["env_steps"]), m["mean_episode_return"])
                for m in records if "mean_episode_return" in m]  # fmt: skip
     reached = next(((s, f) for s, f, r in returns if r >= target), (None, None))
@@ -122,6 +166,8 @@ def main() -> None:
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument("--json", type=Path, help="also write the table and summary here")
     p.add_argument("--keep-runs", type=Path, help="keep each seed's run directory as DIR/seed<N> (default: temporary)")
+    p.add_argument("--curves", type=Path, help="write each seed's thinned learning curve and config to DIR/seed<N>")
+    p.add_argument("--num-processes", type=int, help="ranks of a distributed scheme (algo=ddppo), on this machine")
     args = p.parse_args()
 
     known = TARGETS.get(args.env, {"target": None, "steps": 1_000_000, "frames": None, "required": 1.0})
@@ -136,19 +182,25 @@ def main() -> None:
     seeds = parse_seeds(args.seeds)
     in_frames = skip > 1
 
-    print(f"{args.env} · {args.algo}: {len(seeds)} seeds x {steps:,} env steps ({steps * skip:,} frames), "
+    ranks = f" x {args.num_processes} ranks" if args.num_processes else ""
+    print(f"{args.env} · {args.algo}{ranks}: {len(seeds)} seeds x {steps:,} env steps ({steps * skip:,} frames), "
           f"target mean return {target:g}, overrides {overrides or 'none'}", file=sys.stderr)  # fmt: skip
     unit = "frames" if in_frames else "env steps"
     header = f"| seed | final mean return | best mean return | {unit} to {target:g} | wall |"
     print(header + "\n| --- | --- | --- | --- | --- |", flush=True)
     rows = []
     for seed in seeds:
-        rows.append(run_seed(args.env, args.algo, steps, seed, target, overrides, args.keep_runs))
+        rows.append(
+            run_seed(
+                args.env, args.algo, steps, seed, target, overrides, args.keep_runs, args.num_processes, args.curves
+            )
+        )
         print(row(rows[-1], in_frames), flush=True)
         if args.json:  # after every seed, so a long run that is stopped keeps what it measured
             s = summary(rows, target, required)
-            report = {"env": args.env, "algo": args.algo, "env_steps": steps, "frame_skip": skip, "target": target,
-                      "overrides": overrides, "seeds": rows, "summary": s}  # fmt: skip
+            report = {"env": args.env, "algo": args.algo, "num_processes": args.num_processes, "env_steps": steps,
+                      "frame_skip": skip, "target": target, "overrides": overrides, "seeds": rows,
+                      "summary": s}  # fmt: skip
             args.json.write_text(json.dumps(report, indent=2) + "\n")
     s = summary(rows, target, required)
     print(

@@ -1,5 +1,9 @@
-"""Config layers, lowest first: TrainConfig's defaults, the env family's, the scheme's, the algorithm's,
+"""Config layers, lowest first: TrainConfig's defaults, the scheme's, the env family's, the algorithm's,
 the env's own recipe, the caller's.
+
+A scheme's defaults are generic (sync PPO's are CleanRL's, for pixels); a family's are tuned for its
+kind of observations under every scheme, so they sit above the scheme's: a vector-obs env trains with
+the family's learning rate whichever scheme runs it. An algorithm's own settings (A2C's) beat both.
 
 TrainConfig's own defaults are Sample Factory's, for pixels (conv encoder + GRU); envs without
 image observations (classic control and the like) get a small MLP and their own learning settings.
@@ -20,6 +24,11 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     "use_rnn": False,
     "encoder_mlp_layers": (64, 64),
     "nonlinearity": "tanh",
+    # Under every scheme: the layers put this family above the scheme's defaults, so sync PPO and DD-PPO
+    # no longer take sync PPO's CleanRL 3e-4 (meant for pixels). CartPole 500k, sync PPO, seeds 0-2, 4
+    # epochs of 2 minibatches of 256: 3e-4: 403, 500, 500 (issue 23, 300k: 444, 179); 1e-3: all 500 (475 at
+    # 58k-97k); 1e-3 in 1 minibatch of 512 (as APPO): 500, 500, 498 (475 at 87k-222k).
+    # Seeds 0-9 (benchmarks/learning_seeds_cartpole_ppo.json): 10/10 >= 475 (9 at 500, worst 486).
     "learning_rate": 1e-3,
     "max_grad_norm": 0.5,
     "exploration_loss_coeff": 0.0,
@@ -79,7 +88,13 @@ def env_recipe(env_id: str | None) -> dict[str, Any]:
 def config_for(
     observation_space: spaces.Space, recipe: Recipe, overrides: dict[str, Any], env_id: str | None = None
 ) -> TrainConfig:
-    """The config layers, lowest first: defaults, the env family's, the scheme's and the algorithm's, the env's
+    """The config layers, lowest first: defaults, the scheme's, the env family's, the algorithm's, the env's
     recipe, the caller's."""
-    layers = {**family_defaults(observation_space), **recipe.defaults, **env_recipe(env_id), **overrides}
+    layers = {
+        **recipe.scheme_spec.defaults,
+        **family_defaults(observation_space),
+        **recipe.algorithm.defaults,
+        **env_recipe(env_id),
+        **overrides,
+    }
     return TrainConfig.from_overrides(**layers)

@@ -29,7 +29,7 @@ class SchemeSpec:
     ``double_buffered``: when vecfast builds the vector env it gives it ``batch_size = num_envs // 2``
     so the scheme can sample with ``send``/``recv``. ``distributed``: one process per rank runs it
     (``vecfast.train(num_processes=N)`` or a launcher such as ``torchrun`` starts them).
-    ``defaults``: config values it prefers, below the algorithm's.
+    ``defaults``: config values it prefers, below the env family's and the algorithm's.
     """
 
     factory: SchemeFactory
@@ -63,7 +63,9 @@ class Recipe:
 DEFAULT_SCHEME = "sync"
 PAIRS = {"appo": ("ppo", "async"), "ddppo": ("ppo", "distributed")}  # names for common (algorithm, scheme) pairs
 
-_SYNC_PPO = {"num_epochs": 4, "batch_size": 256, "learning_rate": 3e-4}  # on-policy PPO as in CleanRL
+# On-policy PPO as in CleanRL (its Atari settings: pixels). An env family's defaults sit above a scheme's
+# (vecfast.trainers.defaults): vector-obs envs take the family's learning rate under this scheme too.
+_SYNC_PPO = {"num_epochs": 4, "batch_size": 256, "learning_rate": 3e-4}
 _BUILTIN_ALGORITHMS = {"ppo": ("vecfast.trainers.ppo", "PPO", {})}
 _BUILTIN_SCHEMES = {
     "sync": ("vecfast.trainers.schemes.synchronous", "SyncTrainer", {"defaults": _SYNC_PPO}),
