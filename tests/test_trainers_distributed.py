@@ -328,3 +328,15 @@ def test_a_local_distributed_run_takes_one_rank_per_core_by_default(tmp_path):
     assert config["world_size"] == available_cores() and config["config"]["torch_threads"] == 1
     if config["world_size"] > 1:  # c10d's hostname warnings went to the run's log, not the terminal
         assert "[c10d] The hostname of the client socket cannot be retrieved" in (tmp_path / "run/env.log").read_text()
+
+
+def test_each_rank_makes_its_batched_env_on_its_own_share_of_the_data():
+    """PointNav's ranks drew the same scenes: each now gets scene_shard=(rank, world size); an env without
+    shards, or a single process, gets nothing extra."""
+    from vecfast.trainers.launch import RankInfo
+    from vecfast.trainers.training import _rank_env_kwargs
+
+    second = RankInfo(rank=1, world_size=2, local_rank=1)
+    assert _rank_env_kwargs("vecfast/PointNav-v0", second) == {"scene_shard": (1, 2)}
+    assert _rank_env_kwargs("vecfast/PointNav-v0", None) == {}
+    assert _rank_env_kwargs("CartPole-v1", second) == {}

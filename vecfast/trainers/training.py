@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.metadata
+import inspect
 import os
 import secrets
 import signal
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.envs.registration import _find_spec  # make_vec's own id lookup
+from gymnasium.envs.registration import _find_spec, load_env_creator  # make_vec's own id lookup
 from gymnasium.vector import VectorEnv
 
 from vecfast import chatter
@@ -328,7 +329,8 @@ def _train(
         run_dir = default_run_dir(env_id, recipe.label)  # named before the envs start: their chatter goes there
     restore_log = chatter.log_to(run_dir)
     try:
-        vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered, env_kwargs)
+        rank_kwargs = {**_rank_env_kwargs(env, rank), **env_kwargs}  # not stored: evaluate and resume see it all
+        vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered, rank_kwargs)
     except BaseException:
         restore_log()
         raise
@@ -384,6 +386,17 @@ def _for_rank(cfg: TrainConfig, rank: RankInfo | None) -> TrainConfig:
     if rank is None or cfg.seed is None:
         return cfg
     return dataclasses.replace(cfg, seed=cfg.seed + rank.rank * cfg.num_envs)
+
+
+def _rank_env_kwargs(env: str | Callable[[], VectorEnv] | VectorEnv, rank: RankInfo | None) -> dict[str, Any]:
+    """A rank's own share of the env's data where its batched env takes one (PointNav's ``scene_shard``): without
+    it every rank would draw the same scenes."""
+    if rank is None or not isinstance(env, str):
+        return {}
+    entry = _find_spec(env).vector_entry_point
+    if entry is None or "scene_shard" not in inspect.signature(load_env_creator(entry)).parameters:
+        return {}
+    return {"scene_shard": (rank.rank, rank.world_size)}
 
 
 def _distributed_run_dir(env: str | Callable[[], VectorEnv] | VectorEnv, recipe: Recipe) -> Path | None:
