@@ -29,6 +29,8 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     # epochs of 2 minibatches of 256: 3e-4: 403, 500, 500 (issue 23, 300k: 444, 179); 1e-3: all 500 (475 at
     # 58k-97k); 1e-3 in 1 minibatch of 512 (as APPO): 500, 500, 498 (475 at 87k-222k).
     # Seeds 0-9 (benchmarks/learning_seeds_cartpole_ppo.json): 10/10 >= 475 (9 at 500, worst 486).
+    # DD-PPO, 2 ranks of 16 envs (learning_seeds_cartpole_ddppo.json): 8/10 (468, 405): half sync's
+    # gradient steps per env step (each averages both ranks' 256), so it settles later or not by 500k.
     "learning_rate": 1e-3,
     "max_grad_norm": 0.5,
     "exploration_loss_coeff": 0.0,
