@@ -31,6 +31,8 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     # Seeds 0-9 (benchmarks/learning_seeds_cartpole_ppo.json): 10/10 >= 475 (9 at 500, worst 486).
     # DD-PPO, 2 ranks of 16 envs (learning_seeds_cartpole_ddppo.json): 8/10 (468, 405): half sync's
     # gradient steps per env step (each averages both ranks' 256), so it settles later or not by 500k.
+    # With lr_scaling="sqrt" (x1.41 at 2 ranks) seeds 3, 5 and 2 end at 500 (475 at 116k, 117k, 147k vs
+    # -, 408k, 313k): not a default yet (the other seeds unmeasured; "sqrt" would also scale APPO's 512).
     "learning_rate": 1e-3,
     "max_grad_norm": 0.5,
     "exploration_loss_coeff": 0.0,
