@@ -1,7 +1,7 @@
 """``vecfast.train()``: build the env and the trainer, run until the budget, keep a run directory.
 
-The config comes in layers (:mod:`vecfast.trainers.defaults`): TrainConfig's defaults, the env
-family's, the scheme's and the algorithm's registered ones, then the caller's overrides. A
+The config comes in layers (:mod:`vecfast.trainers.defaults`): TrainConfig's defaults, the scheme's,
+the env family's, the algorithm's, the env's own recipe, then the caller's overrides. A
 distributed scheme runs this in every rank: rank 0 chooses the run directory and writes it, all
 ranks stop together (:func:`collective.all_max` of their stop requests).
 """
