@@ -18,6 +18,7 @@ from helpers import descendants, wait_gone
 
 import vecfast
 from vecfast.trainers import train
+from vecfast.trainers.progress import progress_line
 from vecfast.trainers.run_dir import load_checkpoint
 from vecfast.trainers.step_timeout import FLOOR_SECONDS
 from vecfast.vector import EnvError, StepTimeoutError, WorkerDiedError
@@ -170,3 +171,10 @@ def test_ctrl_c_under_a_pipe_saves_and_exits_as_in_a_terminal(live: str, tmp_pat
         assert "vecfast train: interrupted at " in stderr and "; saved " in stderr
     assert load_checkpoint(run_dir)["env_steps"] > 0
     assert not wait_gone(children, timeout=10), "processes outlived the run"
+
+
+def test_a_progress_lines_time_left_follows_the_nearer_limit() -> None:
+    metrics = {"env_steps": 1000, "time": 10.0, "fps": 100.0}
+    assert progress_line(metrics, 10**10).endswith(" · 27777.8 h left")  # the step budget's, as the steps go
+    assert progress_line(metrics, 10**10, time_limit=70.0).endswith(" · 60 s left")  # train_for_seconds nearer
+    assert progress_line(metrics, 2000, time_limit=3600.0).endswith(" · 10 s left")

@@ -15,9 +15,16 @@ from typing import IO, Any
 class ProgressPrinter:
     """One line every ``every_sec`` seconds of training, plus notes on events; ``every_sec=None``: silent."""
 
-    def __init__(self, every_sec: float | None, total_env_steps: int, stream: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        every_sec: float | None,
+        total_env_steps: int,
+        stream: IO[str] | None = None,
+        time_limit: float | None = None,
+    ) -> None:
         self.every_sec = every_sec
         self.total_env_steps = total_env_steps
+        self.time_limit = time_limit
         self._stream = stream
         self._broken = False
         self._last = time.perf_counter()
@@ -37,11 +44,12 @@ class ProgressPrinter:
         if self.every_sec is None or now - self._last < self.every_sec:
             return
         self._last = now
-        self.note(progress_line(metrics, self.total_env_steps))
+        self.note(progress_line(metrics, self.total_env_steps, self.time_limit))
 
 
-def progress_line(metrics: dict[str, Any], total_env_steps: int) -> str:
-    """``12 s · 24,576/500,000 env steps (4.9%) · 8,123 fps · mean return 21.3 (100 episodes) · 2 min left``."""
+def progress_line(metrics: dict[str, Any], total_env_steps: int, time_limit: float | None = None) -> str:
+    """``12 s · 24,576/500,000 env steps (4.9%) · 8,123 fps · mean return 21.3 (100 episodes) · 2 min left``;
+    the time left is to the nearer of the step budget and ``time_limit`` (``train_for_seconds``)."""
     steps, seconds = int(metrics["env_steps"]), float(metrics["time"])
     parts = [
         f"{seconds:.0f} s",
@@ -52,7 +60,10 @@ def progress_line(metrics: dict[str, Any], total_env_steps: int) -> str:
     if mean_return is not None and math.isfinite(mean_return):
         parts.append(f"mean return {mean_return:.1f} ({metrics.get('episodes', 0):,} episodes)")
     if 0 < steps < total_env_steps and seconds > 0:
-        parts.append(f"{_duration((total_env_steps - steps) * seconds / steps)} left")
+        left = (total_env_steps - steps) * seconds / steps
+        if time_limit is not None:
+            left = min(left, max(time_limit - seconds, 0.0))
+        parts.append(f"{_duration(left)} left")
     return " · ".join(parts)
 
 

@@ -510,7 +510,8 @@ class _TrainingLoop:
     def run(self, total_env_steps: int, live: bool, steps_at_start: int) -> dict[str, Any]:
         """Train until ``total_env_steps`` (by all ranks), the time limit or a stop request; the summary stats."""
         cfg, run = self.cfg, self.run_dir
-        progress = ProgressPrinter(None if live or run is None else cfg.print_every_sec, total_env_steps)
+        every = None if live or run is None else cfg.print_every_sec
+        progress = ProgressPrinter(every, total_env_steps, time_limit=cfg.train_for_seconds)
         start = time.perf_counter()
         last_save, last_best = start, -np.inf
         interrupted = False
