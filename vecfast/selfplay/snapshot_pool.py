@@ -1,0 +1,206 @@
+"""Frozen past copies of a learning policy to play against, so self-play does not forget how to beat old strategies.
+
+Playing only the latest policy chases its own tail (strategy cycles); playing only old copies stops being a
+challenge. OpenAI Five drew the latest policy 80% of the time and a past snapshot 20%. A snapshot is taken
+every ``snapshot_every_updates`` learner updates, or sooner once the learner's mean score against the past
+snapshots over its last ``win_rate_games`` games reaches ``win_rate_threshold`` (it has outgrown them).
+
+Snapshots are weights, not modules: files in ``directory`` (``torch.save(state_dict)``, read back with
+``weights_only=True``) or CPU tensors in memory. Only the ``max_loaded`` most recently drawn are built into
+modules (by the caller's ``model_factory``), so a pool of hundreds costs disk or host memory, not GPU memory.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from vecfast.selfplay.elo import Elo
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A frozen copy of the learner, taken after update ``update`` because of ``reason``: ``"every_updates"``,
+    ``"win_rate"`` or ``"requested"`` (:meth:`SnapshotPool.snapshot` called directly)."""
+
+    name: str
+    update: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Opponent:
+    """A drawn opponent: the learner itself (``latest``, its live model) or a snapshot (a frozen model)."""
+
+    name: str
+    model: nn.Module
+    latest: bool
+
+
+class SnapshotPool:
+    """The snapshots of ``learner`` (named ``name``), who plays it next, and its results against them.
+
+    Snapshots are named ``f"{name}@update{update}"``; with an ``elo``, each starts at the learner's rating
+    and every :meth:`record`-ed game against one is rated.
+    """
+
+    def __init__(
+        self,
+        learner: nn.Module,
+        model_factory: Callable[[], nn.Module],
+        *,
+        name: str = "policy_0",
+        directory: str | Path | None = None,
+        snapshot_every_updates: int | None = 100,
+        win_rate_threshold: float | None = 0.7,
+        win_rate_games: int = 100,
+        latest_probability: float = 0.8,
+        max_loaded: int = 4,
+        elo: Elo | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if snapshot_every_updates is not None and snapshot_every_updates < 1:
+            raise ValueError(f"snapshot_every_updates must be >= 1 or None, got {snapshot_every_updates}")
+        if win_rate_threshold is not None and not 0.0 < win_rate_threshold <= 1.0:
+            raise ValueError(f"win_rate_threshold must be in (0, 1] or None, got {win_rate_threshold}")
+        if win_rate_games < 1:
+            raise ValueError(f"win_rate_games must be >= 1, got {win_rate_games}")
+        if not 0.0 <= latest_probability <= 1.0:
+            raise ValueError(f"latest_probability must be in [0, 1], got {latest_probability}")
+        if max_loaded < 1:
+            raise ValueError(f"max_loaded must be >= 1, got {max_loaded}")
+        self.learner, self.model_factory, self.name = learner, model_factory, name
+        self.directory = None if directory is None else Path(directory)
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        self.snapshot_every_updates, self.win_rate_threshold = snapshot_every_updates, win_rate_threshold
+        self.latest_probability, self.max_loaded, self.elo = latest_probability, max_loaded, elo
+        self.rng = np.random.default_rng(seed)
+        self.snapshots: dict[str, Snapshot] = {}  # by name, oldest first
+        self._weights: dict[str, dict[str, torch.Tensor]] = {}  # in-memory snapshots (no directory)
+        self._loaded: OrderedDict[str, nn.Module] = OrderedDict()  # built modules, least recently used first
+        self._results: deque[float] = deque(maxlen=win_rate_games)  # the learner's scores against snapshots
+        self._last_snapshot_update = 0
+
+    @property
+    def loaded(self) -> list[str]:
+        """The snapshots built into modules now, least recently used first."""
+        return list(self._loaded)
+
+    # ------------------------------------------------------------------ taking snapshots
+    def on_update(self, update: int) -> Snapshot | None:
+        """Call after every learner update (``update`` counts them); takes and returns a snapshot when one is due:
+        ``snapshot_every_updates`` since the last, or the win rate at ``win_rate_threshold``."""
+        every = self.snapshot_every_updates
+        if every is not None and update - self._last_snapshot_update >= every:
+            return self.snapshot(update, "every_updates")
+        win_rate = self.win_rate()
+        if self.win_rate_threshold is not None and win_rate is not None and win_rate >= self.win_rate_threshold:
+            return self.snapshot(update, "win_rate")
+        return None
+
+    def snapshot(self, update: int, reason: str = "requested") -> Snapshot:
+        """Freeze the learner's weights now. The win-rate window starts again: the pool has changed."""
+        name = f"{self.name}@update{update}"
+        if name in self.snapshots:
+            raise ValueError(f"there is a snapshot {name!r} already")
+        weights = {key: value.detach().to("cpu", copy=True) for key, value in self.learner.state_dict().items()}
+        if self.directory is None:
+            self._weights[name] = weights
+        else:
+            torch.save(weights, self._path(name))
+        snapshot = Snapshot(name, update, reason)
+        self.snapshots[name] = snapshot
+        self._last_snapshot_update = update
+        self._results.clear()
+        if self.elo is not None:
+            self.elo.add(name, self.elo.rating(self.name))
+        return snapshot
+
+    # ------------------------------------------------------------------ playing them
+    def draw(self) -> Opponent:
+        """The next opponent: a uniformly drawn snapshot with probability ``1 - latest_probability`` (once there
+        is one), else the latest policy."""
+        if self.snapshots and self.rng.random() >= self.latest_probability:
+            name = list(self.snapshots)[int(self.rng.integers(len(self.snapshots)))]
+            return Opponent(name, self.model(name), latest=False)
+        return Opponent(self.name, self.learner, latest=True)
+
+    def model(self, name: str) -> nn.Module:
+        """Snapshot ``name`` as a module in eval mode without gradients; built from its weights unless it is among
+        the ``max_loaded`` most recently used, which evicts the least recently used."""
+        if name in self._loaded:
+            self._loaded.move_to_end(name)
+            return self._loaded[name]
+        if self.directory is None:
+            weights = self._weights[name]
+        else:
+            weights = torch.load(self._path(name), map_location="cpu", weights_only=True)
+        module = self.model_factory()
+        module.load_state_dict(weights)
+        self._loaded[name] = module.eval().requires_grad_(False)
+        while len(self._loaded) > self.max_loaded:
+            self._loaded.popitem(last=False)
+        return module
+
+    def record(self, opponent: str, score: float) -> None:
+        """A game's result for the learner against ``opponent`` (a drawn :attr:`Opponent.name`): 1 win, 0.5 draw,
+        0 loss. Games against the latest policy (itself) count neither in the win rate nor in Elo."""
+        if not 0.0 <= score <= 1.0:
+            raise ValueError(f"a score is in [0, 1] (1 win, 0.5 draw, 0 loss), got {score!r}")
+        if opponent == self.name:
+            return
+        if opponent not in self.snapshots:
+            raise KeyError(f"{opponent!r} is neither {self.name!r} nor one of its snapshots")
+        if self.elo is not None:
+            self.elo.record(self.name, opponent, score)
+        self._results.append(float(score))
+
+    def win_rate(self) -> float | None:
+        """The learner's mean score against snapshots over its last ``win_rate_games`` games since the last
+        snapshot; None until it has played that many."""
+        if len(self._results) < (self._results.maxlen or 0):
+            return None
+        return float(np.mean(self._results))
+
+    def _path(self, name: str) -> Path:
+        assert self.directory is not None
+        return self.directory / f"{name}.pt"
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data for a ``weights_only=True`` checkpoint: the snapshots' names and metadata, the results window,
+        the generator's state and, for in-memory snapshots, their weights (files stay in ``directory``)."""
+        return {
+            "name": self.name,
+            "snapshots": [asdict(s) for s in self.snapshots.values()],
+            "weights": dict(self._weights),
+            "results": list(self._results),
+            "last_snapshot_update": self._last_snapshot_update,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s pool; a snapshot on disk must still have its file in ``directory``."""
+        if state["name"] != self.name:
+            raise ValueError(f"the saved pool is {state['name']!r}'s, not {self.name!r}'s")
+        snapshots = [Snapshot(**s) for s in state["snapshots"]]
+        for snapshot in snapshots:
+            if self.directory is None and snapshot.name not in state["weights"]:
+                raise FileNotFoundError(f"snapshot {snapshot.name!r}'s weights are not in the saved state")
+            if self.directory is not None and not self._path(snapshot.name).exists():
+                raise FileNotFoundError(f"snapshot {snapshot.name!r} has no file {self._path(snapshot.name)}")
+        self.snapshots = {s.name: s for s in snapshots}
+        self._weights = dict(state["weights"])
+        self._loaded.clear()
+        self._results.clear()
+        self._results.extend(state["results"])
+        self._last_snapshot_update = state["last_snapshot_update"]
+        self.rng.bit_generator.state = state["rng"]
