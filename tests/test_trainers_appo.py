@@ -1,4 +1,5 @@
-"""APPO: the policy worker's trajectories under asynchronous sampling, learning CartPole, running on Doom."""
+"""The sampler's trajectories, driven asynchronously (APPO's policy worker) and synchronously; APPO learning
+CartPole, running on Doom."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from gymnasium import spaces
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.ppo import PPO
+from vecfast.trainers.sampler import Sampler, StepAsRecv
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
+from vecfast.trainers.storage import Trajectories
 
 MLP = {"use_rnn": False, "encoder_mlp_layers": (64, 64), "nonlinearity": "tanh"}
 
@@ -59,19 +62,55 @@ def test_policy_worker_writes_consistent_trajectories(make_async: Callable) -> N
         while len(slots) < 16:
             assert worker.error is None, worker.error
             try:
-                slots.append(worker.full.get(timeout=5.0))
+                slots.append(worker.sampler.full.get(timeout=5.0))
             except queue.Empty:
                 continue
     finally:
         worker.stop_event.set()
         worker.join()
     assert worker.error is None, worker.error
-    traj = worker.slots.select(torch.tensor(slots))
+    traj = worker.sampler.slots.select(torch.tensor(slots))
+    assert_consistent(traj, [cfg.rollout] * len(slots))
+    # reset steps were seen, and truncated episodes are told apart from terminated ones
+    assert (~traj.valid).any() and traj.done.any() and traj.terminated.any() and (traj.done & ~traj.terminated).any()
+    summary = worker.sampler.episodes.summary()
+    assert summary.episodes > 0 and 3 <= summary.mean_length <= 6
+
+
+def test_the_sampler_driven_synchronously_writes_consistent_trajectories() -> None:
+    """The synchronous scheme's way (``rollout`` steps of every env, then every slot bootstraps, is learned from
+    and refilled), with rollouts cut short as DD-PPO's preemption cuts them: the same invariants hold, each
+    env keeps its own slot, and the recurrent state each slot starts from is the one its env carried on with."""
+    lengths = [3, 4, 5, 6]
+    env = gym.vector.SyncVectorEnv([functools.partial(EpisodeCounterEnv, n, i % 2 == 1) for i, n in enumerate(lengths)])
+    cfg = TrainConfig.from_overrides(use_rnn=True, rnn_size=8, encoder_mlp_layers=(8,), rollout=7, batch_size=14)
+    model = ActorCritic(env.single_observation_space, env.single_action_space, cfg)
+    sampler = Sampler(StepAsRecv(env), model, cfg.rollout, env.num_envs, seed=0)
+    received = sampler.reset()
+    for steps in (7, 3, 7, 5, 2, 7):  # the steps of each rollout
+        carried = sampler.state.clone()
+        for _ in range(steps):
+            sampler.step(received)
+            received = sampler.observe()
+        sampler.end_trajectories(received)
+        slots = sampler.take_full(env.num_envs)
+        assert slots == [0, 1, 2, 3]
+        traj = sampler.slots.prefix(steps)
+        assert torch.equal(traj.initial_state, carried)
+        assert_consistent(traj, [steps] * len(slots))
+        sampler.release(slots)
+    assert sampler.env_steps == env.num_envs * (7 + 3 + 7 + 5 + 2 + 7)
+    env.close()
+
+
+def assert_consistent(traj: Trajectories, steps: list[int]) -> None:
+    """Trajectory ``i``'s first ``steps[i]`` steps line up with EpisodeCounterEnv's true dynamics: reset steps
+    are marked invalid, episode starts first, and truncation told apart from termination."""
     obs = traj.obs["obs"][..., 0]
-    for i in range(len(slots)):
+    for i in range(len(traj)):
         counts = obs[i].tolist()
         length = max(counts) if not traj.valid[i].all() else None  # an invalid step shows the final count
-        for t in range(cfg.rollout):
+        for t in range(steps[i]):
             c = counts[t]
             assert traj.first[i, t] == (c == 0), (i, t, counts)
             if traj.valid[i, t]:
@@ -83,12 +122,8 @@ def test_policy_worker_writes_consistent_trajectories(make_async: Callable) -> N
                 assert traj.rewards[i, t] == 0 and not traj.done[i, t], (i, t)
                 assert t == 0 or traj.done[i, t - 1], "a reset step follows an episode end"
                 assert counts[t + 1] == 0 and traj.first[i, t + 1]
-        assert (traj.policy_version[i] == 0).all()
-        assert (traj.log_probs[i] <= 0).all()
-    # reset steps were seen, and truncated episodes are told apart from terminated ones
-    assert (~traj.valid).any() and traj.done.any() and traj.terminated.any() and (traj.done & ~traj.terminated).any()
-    summary = worker.episodes.summary()
-    assert summary.episodes > 0 and 3 <= summary.mean_length <= 6
+        assert (traj.policy_version[i, : steps[i]] == 0).all()
+        assert (traj.log_probs[i, : steps[i]] <= 0).all()
 
 
 def train_appo(

@@ -23,7 +23,8 @@ from wrapper_lockstep import NUM_ENVS, NUM_WORKERS, EnvResult, run_recv_send, ru
 
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.schemes.policy_worker import PolicyWorker, StepAsRecv, async_api
+from vecfast.trainers.sampler import StepAsRecv, async_api
+from vecfast.trainers.schemes.policy_worker import PolicyWorker
 from vecfast.wrappers import (
     ChannelOrderObservation,
     ClipReward,
@@ -162,7 +163,7 @@ def test_appo_samples_with_send_recv_through_vecfast_wrappers(make_async):
     try:
         while full < 8 and worker.error is None:
             try:
-                worker.full.get(timeout=5.0)
+                worker.sampler.full.get(timeout=5.0)
                 full += 1
             except queue.Empty:
                 continue
@@ -170,7 +171,7 @@ def test_appo_samples_with_send_recv_through_vecfast_wrappers(make_async):
         worker.stop_event.set()
         worker.join()
     assert worker.error is None, worker.error
-    assert worker.env is env and worker.env_steps > 0
+    assert worker.sampler.env is env and worker.sampler.env_steps > 0
     # Envs that the worker sent are still stepping: it sampled with send(), not step().
     with pytest.raises(AlreadyPendingCallError):
         base.step(base.action_space.sample())
@@ -194,12 +195,12 @@ def test_appo_warns_once_when_sampling_falls_back_to_step(make_async, make_sync,
         worker.start()
         try:
             for _ in range(4):
-                worker.full.get(timeout=10.0)
+                worker.sampler.full.get(timeout=10.0)
         finally:
             worker.stop_event.set()
             worker.join()
     assert worker.error is None, worker.error
-    assert isinstance(worker.env, StepAsRecv)
+    assert isinstance(worker.sampler.env, StepAsRecv)
     messages = [str(w.message) for w in caught if "synchronous" in str(w.message)]
     assert len(messages) == 1, messages
     assert culprit in messages[0] and "send/recv" in messages[0], messages[0]

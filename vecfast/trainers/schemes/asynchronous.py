@@ -1,8 +1,8 @@
 """The asynchronous scheme, Sample Factory's design: sampling, central batched inference and learning overlap.
 
 Three activities overlap: the vector env's worker processes step envs (two groups each,
-double-buffered), the policy-worker thread acts for whichever half of the envs is ready
-(:mod:`.policy_worker`), and the learner (the caller's thread) takes ``batch_size`` samples
+double-buffered), the policy-worker thread runs :mod:`vecfast.trainers.sampler` on whichever half of the
+envs is ready (:mod:`.policy_worker`), and the learner (the caller's thread) takes ``batch_size`` samples
 of finished trajectories, which a batcher thread gathers in the background while the
 algorithm learns from the previous batch. The data may have been acted on by an older
 policy (the algorithm is told it is not on-policy: PPO corrects it with V-trace); how old
@@ -25,16 +25,17 @@ from vecfast.trainers.agent import Agent
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.metrics import IterationMetrics, PolicyLag
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.schemes.policy_worker import POLL_SECONDS, PolicyWorker
+from vecfast.trainers.sampler import POLL_SECONDS, Sampler
+from vecfast.trainers.schemes.policy_worker import PolicyWorker
 from vecfast.trainers.storage import Trajectories
 
 
 class Batcher(threading.Thread):
     """Copies ``trajectories`` finished slots into one contiguous batch and frees the slots."""
 
-    def __init__(self, worker: PolicyWorker, trajectories: int) -> None:
+    def __init__(self, sampler: Sampler, trajectories: int) -> None:
         super().__init__(name="vecfast-batcher", daemon=True)
-        self.worker = worker
+        self.sampler = sampler
         self.trajectories = trajectories
         self.batches: queue.Queue[Trajectories] = queue.Queue(maxsize=1)
         self.stop_event = threading.Event()
@@ -43,17 +44,11 @@ class Batcher(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                taken: list[int] = []
-                while len(taken) < self.trajectories:
-                    try:
-                        taken.append(self.worker.full.get(timeout=POLL_SECONDS))
-                    except queue.Empty:
-                        if self.stop_event.is_set():
-                            return
-                index = torch.tensor(taken, device=self.worker.device)
-                batch = self.worker.slots.select(index)
-                for i in taken:
-                    self.worker.free.put(i)
+                taken = self.sampler.take_full(self.trajectories)
+                if taken is None:
+                    return
+                batch = self.sampler.slots.select(torch.tensor(taken, device=self.sampler.device))
+                self.sampler.release(taken)
                 while not self.stop_event.is_set():
                     try:
                         self.batches.put(batch, timeout=POLL_SECONDS)
@@ -76,11 +71,12 @@ class AsyncTrainer:
         # each env fills one slot; one batch is being gathered while the next fills up
         num_slots = env.num_envs + 2 * batch
         self.worker = PolicyWorker(env, self.model, cfg.rollout, num_slots, cfg.seed, cfg.stats_avg)
-        self.batcher = Batcher(self.worker, batch)
+        self.sampler = self.worker.sampler
+        self.batcher = Batcher(self.sampler, batch)
         self._started = False
 
     def iterations(self) -> Iterator[IterationMetrics]:
-        worker, algorithm = self.worker, self.agent.algorithm
+        worker, sampler, algorithm = self.worker, self.sampler, self.agent.algorithm
 
         def publish() -> None:
             worker.publish(self.model, algorithm.version)
@@ -96,22 +92,22 @@ class AsyncTrainer:
             learn_start = time.perf_counter()
             lag = (algorithm.version - batch.policy_version[batch.valid]).float()
             learned = algorithm.learn(
-                batch, worker.env_steps / self.total_env_steps, on_policy=False, after_step=publish
+                batch, sampler.env_steps / self.total_env_steps, on_policy=False, after_step=publish
             )
             yield IterationMetrics(
-                env_steps=worker.env_steps,
+                env_steps=sampler.env_steps,
                 learner_steps=algorithm.version,
-                episodes=worker.episodes.summary(),
+                episodes=sampler.episodes.summary(),
                 policy_lag=PolicyLag(lag.min().item(), lag.mean().item(), lag.max().item()) if len(lag) else None,
                 learning=learned,
                 timings={
                     "time_learner_waiting": learn_start - wait_start,
                     "time_learning": time.perf_counter() - learn_start,
-                    "time_envs": worker.time_waiting_envs,
-                    "time_inference": worker.time_inference,
-                    "time_sampler_waiting_slots": worker.time_waiting_slots,
+                    "time_envs": sampler.timings.waiting_envs,
+                    "time_inference": sampler.timings.inference,
+                    "time_sampler_waiting_slots": sampler.timings.waiting_slots,
                 },
-                extra={"full_trajectories": worker.full.qsize()},
+                extra={"full_trajectories": sampler.full.qsize()},
             )
 
     def _next_batch(self) -> Trajectories:
@@ -127,10 +123,10 @@ class AsyncTrainer:
                 continue
 
     def state_dict(self) -> dict[str, Any]:
-        return self.agent.state_dict(self.worker.env_steps)
+        return self.agent.state_dict(self.sampler.env_steps)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.worker.env_steps = self.agent.load_state_dict(state)
+        self.sampler.env_steps = self.agent.load_state_dict(state)
         self.worker.publish(self.model, self.agent.algorithm.version)
 
     def close(self) -> None:

@@ -12,18 +12,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
 from vecfast.trainers import collective
 from vecfast.trainers.agent import Agent
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.episodes import EpisodeTracker
 from vecfast.trainers.metrics import IterationMetrics
-from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
+from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.sampler import Sampler, StepAsRecv
 
 
 class RolloutEnd(Protocol):
@@ -79,65 +77,40 @@ class SyncTrainer:
         self.env, self.cfg, self.total_env_steps = env, cfg, total_env_steps
         self.agent = Agent(env, algorithm, cfg, learn_with)
         self.model, self.device = self.agent.model, self.agent.device
-        self.storage = Trajectories.allocate(self.model, env.num_envs, cfg.rollout, self.device)
-        self.episodes = EpisodeTracker(env.num_envs, cfg.stats_avg)
+        self.sampler = Sampler(
+            StepAsRecv(env), self.model, cfg.rollout, env.num_envs, seed=cfg.seed, stats_avg=cfg.stats_avg
+        )
         self.rollout_end = rollout_end or FullRollouts()
         self.env_steps = 0  # by every rank
 
     def iterations(self) -> Iterator[IterationMetrics]:
-        cfg, env, model, s = self.cfg, self.env, self.model, self.storage
-        n = env.num_envs
-        obs, _ = env.reset(seed=cfg.seed)
-        state = model.initial_state(n, self.device)
-        first = torch.ones(n, dtype=torch.bool, device=self.device)
-        prev_done = np.zeros(n, dtype=bool)
+        cfg, sampler = self.cfg, self.sampler
+        n = self.env.num_envs
+        received = sampler.reset()
         while True:
-            s.initial_state.copy_(state)
             sample_start = time.perf_counter()
             self.rollout_end.begin()
             steps = 0
             while steps < cfg.rollout and not self.rollout_end.stop_early(steps):
-                t = steps
-                obs_t = obs_to_tensors(as_obs_dict(obs), self.device)
-                with torch.no_grad():
-                    dist, value, state = model.step(obs_t, state, first)
-                    action = dist.sample()
-                    state = model.with_action(state, action)
-                for key, value_t in obs_t.items():
-                    s.obs[key][:, t] = value_t
-                s.first[:, t] = first
-                s.values[:, t] = value
-                s.actions[:, t] = action
-                s.log_probs[:, t] = dist.log_prob(action)
-                valid = ~prev_done
-                s.valid[:, t] = torch.from_numpy(valid)
-                obs, reward, terminated, truncated, info = env.step(model.actor.to_env(action))
-                done = terminated | truncated
-                s.rewards[:, t] = torch.as_tensor(reward, dtype=torch.float32)
-                s.terminated[:, t] = torch.from_numpy(terminated)
-                s.done[:, t] = torch.from_numpy(done)
-                self.episodes.record(slice(None), reward, done, valid, info)
-                first = torch.from_numpy(~valid).to(self.device)  # the step after a reset step starts an episode
-                prev_done = done
+                sampler.step(received)
+                received = sampler.observe()
                 steps += 1
             self.rollout_end.finished()
-            obs_t = obs_to_tensors(as_obs_dict(obs), self.device)
-            with torch.no_grad():
-                _, s.values[:, steps], _ = model.step(obs_t, state, first)  # bootstrap (state is not advanced)
-            for key, value_t in obs_t.items():
-                s.obs[key][:, steps] = value_t
-            s.first[:, steps] = first
+            sampler.end_trajectories(received)
             self.env_steps += int(collective.all_sum(torch.tensor([n * steps])).item())
+            slots = sampler.take_full(n)
             sample_time = time.perf_counter() - sample_start
 
             learn_start = time.perf_counter()
-            batch = s if steps == cfg.rollout else s.prefix(steps)  # a preempted rollout is learned from as is
+            # each env refills its own slot (env i, slot i), so the slots are the batch as they stand
+            batch = sampler.slots if steps == cfg.rollout else sampler.slots.prefix(steps)  # preempted: as is
             progress = self.env_steps / self.total_env_steps
             learned = self.agent.algorithm.learn(batch, progress, on_policy=True, after_step=_nothing)
+            sampler.release(slots)
             yield IterationMetrics(
                 env_steps=self.env_steps,
                 learner_steps=self.agent.algorithm.version,
-                episodes=self.episodes.summary(),
+                episodes=sampler.episodes.summary(),
                 learning=collective.all_mean(learned),
                 timings={"time_sampling": sample_time, "time_learning": time.perf_counter() - learn_start},
                 extra={"rollout_steps": steps},

@@ -1,0 +1,271 @@
+"""The one sampler every scheme runs: acts on a vector env through ``send``/``recv`` and writes trajectories.
+
+Each env has its own clock: the trajectory slot it fills, the step within it, its recurrent state, and
+gymnasium's NEXT_STEP autoreset bookkeeping (the step after an episode's end only resets the env: it is
+stored with ``valid`` False, and the step after it starts an episode, ``first``). A slot holds ``rollout``
+steps and the observation after them, whose value bootstraps the last step; a complete slot goes to
+:attr:`Sampler.full`, and the env takes a fresh one from :attr:`Sampler.free` (waiting while there is none,
+which bounds how far sampling runs ahead of learning).
+
+The schemes differ only in when they call it. Synchronous: :meth:`Sampler.step` ``rollout`` times, then
+:meth:`Sampler.end_trajectories` bootstraps every env's slot with the current policy, the learner learns from
+the full slots and frees them, and the next step acts with the new policy. Asynchronous: a thread calls
+:meth:`Sampler.step` on whichever envs ``recv`` returns, and a slot completes inside it, bootstrapping from
+the same inference that chooses the next action. A vector env without ``send``/``recv`` is stepped whole
+(:class:`StepAsRecv`).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.vector import VectorEnv, VectorWrapper
+
+from vecfast.trainers.episodes import EpisodeTracker
+from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
+from vecfast.trainers.storage import Trajectories
+from vecfast.wrappers.base import has_async_api
+
+POLL_SECONDS = 0.1  # how often a blocked thread checks whether it must stop
+
+
+class StepAsRecv:
+    """``async_reset``/``send``/``recv`` for a vector env that only has ``reset``/``step``: all envs every time."""
+
+    def __init__(self, env: VectorEnv) -> None:
+        self.env = env
+        self.num_envs = env.num_envs
+        self._result: tuple[Any, ...] | None = None
+        self._ids = np.arange(env.num_envs)
+
+    def async_reset(self, seed: int | None = None) -> None:
+        obs, info = self.env.reset(seed=seed)
+        zeros = np.zeros(self.num_envs, dtype=bool)
+        self._result = (obs, np.zeros(self.num_envs), zeros, zeros, info)
+
+    def send(self, actions: Any, env_ids: np.ndarray) -> None:
+        self._result = self.env.step(actions)
+
+    def recv(self) -> tuple[Any, ...]:
+        obs, rewards, terminated, truncated, info = self._result
+        return obs, rewards, terminated, truncated, {**info, "env_id": self._ids}
+
+
+def async_api(env: VectorEnv) -> Any:
+    """The env itself if it can ``send``/``recv``, else :class:`StepAsRecv`, with a warning that says why.
+
+    vecfast's AsyncSharedMemVectorEnv can, also through vecfast's wrappers; other
+    wrappers (gymnasium's) do not forward the API, and other vector envs lack it.
+    """
+    if has_async_api(env):
+        return env
+    warnings.warn(
+        f"APPO samples with synchronous steps of all {env.num_envs} envs at once, without double buffering "
+        f"(about half as fast): {_async_api_missing(env)}. vecfast's AsyncSharedMemVectorEnv has "
+        "send/recv/async_reset, and the wrappers in vecfast.wrappers forward them.",
+        stacklevel=2,
+    )
+    return StepAsRecv(env)
+
+
+def _async_api_missing(env: VectorEnv) -> str:
+    """What stops the async API: the innermost layer of ``env``'s wrapper stack that lacks it."""
+    layers = [env]
+    while isinstance(layers[-1], VectorWrapper):
+        layers.append(layers[-1].env)
+    culprit = next(layer for layer in reversed(layers) if not has_async_api(layer))
+    name = f"{type(culprit).__module__}.{type(culprit).__qualname__}"
+    if isinstance(culprit, VectorWrapper):
+        return f"the wrapper {name} does not forward send/recv/async_reset"
+    return f"the vector env {name} has no send/recv/async_reset"
+
+
+@dataclass(frozen=True)
+class Received:
+    """What one ``recv`` returned, once its finished step is recorded: the envs and their new observations."""
+
+    ids_np: np.ndarray
+    ids: torch.Tensor
+    obs: dict[str, torch.Tensor]
+
+
+@dataclass
+class SamplerTimings:
+    """Seconds the sampler spent, cumulative: waiting for envs, acting (inference and bookkeeping), waiting
+    for a free slot."""
+
+    waiting_envs: float = 0.0
+    inference: float = 0.0
+    waiting_slots: float = 0.0
+
+
+class Sampler:
+    """Acts with ``model`` on ``env`` (with ``send``/``recv``: :func:`async_api` or :class:`StepAsRecv`) and
+    writes every step into ``num_slots`` trajectory slots of ``rollout`` steps.
+
+    ``lock`` is held while acting, so a learner can copy new weights into ``model`` between two batches
+    (:attr:`version` says which weights acted). ``should_stop``: polled while waiting for a free slot.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        model: ActorCritic,
+        rollout: int,
+        num_slots: int,
+        *,
+        seed: int | None = None,
+        stats_avg: int = 100,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.env, self.model, self.rollout, self.seed = env, model, rollout, seed
+        self.num_envs = n = env.num_envs
+        self.device = dev = next(model.parameters()).device
+        self.should_stop = should_stop
+        self.lock = threading.Lock()
+        self.version = 0  # of the weights in model
+        self.slots = Trajectories.allocate(model, num_slots, rollout, dev)
+        self.free: queue.Queue[int] = queue.Queue()
+        for i in range(num_slots):
+            self.free.put(i)
+        self.full: queue.Queue[int] = queue.Queue()
+        self.episodes = EpisodeTracker(n, stats_avg)
+        self.env_steps = 0  # transitions recorded, reset steps included (what "env steps" count everywhere)
+        self.timings = SamplerTimings()
+        # the per-env clock
+        self.slot = torch.full((n,), -1, dtype=torch.long, device=dev)  # -1: needs a fresh slot
+        self.step_in_slot = torch.zeros(n, dtype=torch.long, device=dev)  # where the env's next observation goes
+        self.state = model.initial_state(n, dev)
+        self.first = torch.ones(n, dtype=torch.bool, device=dev)  # the next observation starts an episode
+        self.valid = torch.ones(n, dtype=torch.bool, device=dev)  # the step the env takes next is a transition
+        self.stepped = np.zeros(n, dtype=bool)  # the env has taken a step since the reset
+
+    def reset(self) -> Received:
+        """Reset every env (seeded with ``seed``) and return the first observations."""
+        self.env.async_reset(seed=self.seed)
+        return self.observe()
+
+    def observe(self) -> Received:
+        """``recv`` the next envs to finish a step, record that step, and return their new observations."""
+        wait_start = time.perf_counter()
+        obs, rewards, terminated, truncated, info = self.env.recv()
+        self.timings.waiting_envs += time.perf_counter() - wait_start
+        ids_np = np.asarray(info["env_id"])
+        dev, s = self.device, self.slots
+        ids = torch.from_numpy(ids_np).to(dev)
+        had_np = self.stepped[ids_np]  # none right after the reset
+        if had_np.any():
+            had = torch.from_numpy(had_np).to(dev)
+            prev = ids[had]
+            rows, cols = self.slot[prev], self.step_in_slot[prev] - 1
+            done_np = terminated | truncated
+            done = torch.from_numpy(done_np).to(dev)[had]
+            s.rewards[rows, cols] = torch.as_tensor(rewards, dtype=torch.float32, device=dev)[had]
+            s.terminated[rows, cols] = torch.from_numpy(terminated).to(dev)[had]
+            s.done[rows, cols] = done
+            valid = self.valid[prev]
+            self.episodes.record(
+                ids_np[had_np], rewards[had_np], done_np[had_np], valid.cpu().numpy(), info, np.flatnonzero(had_np)
+            )
+            self.first[prev] = ~valid  # the step after a reset step starts an episode
+            self.valid[prev] = ~done  # the step after an episode's end only resets the env
+            self.env_steps += len(prev)
+        return Received(ids_np, ids, obs_to_tensors(as_obs_dict(obs), dev))
+
+    def step(self, received: Received) -> None:
+        """Act on ``received``'s observations, write them into the envs' slots, and ``send`` the actions. A slot
+        that holds ``rollout`` steps takes this observation as its bootstrap and goes to :attr:`full`."""
+        start = time.perf_counter()
+        slot_wait_before = self.timings.waiting_slots
+        ids = received.ids
+        with self.lock, torch.no_grad():
+            dist, value, new_state = self.model.step(received.obs, self.state[ids], self.first[ids])
+            actions = dist.sample()
+            log_probs = dist.log_prob(actions)
+            version = self.version
+        complete = self.step_in_slot[ids] == self.rollout
+        if complete.any():
+            self._complete(ids[complete], {k: v[complete] for k, v in received.obs.items()}, value[complete])
+        if not self._give_slots(ids):
+            return
+        rows, cols = self.slot[ids], self.step_in_slot[ids]
+        self._write_observation(rows, cols, received.obs, self.first[ids], value)
+        s = self.slots
+        s.actions[rows, cols] = actions
+        s.log_probs[rows, cols] = log_probs
+        s.valid[rows, cols] = self.valid[ids]
+        s.policy_version[rows, cols] = version
+        self.state[ids] = self.model.with_action(new_state, actions)
+        self.step_in_slot[ids] += 1
+        self.stepped[received.ids_np] = True
+        self.timings.inference += time.perf_counter() - start - (self.timings.waiting_slots - slot_wait_before)
+        self.env.send(self.model.actor.to_env(actions), received.ids_np)
+
+    def end_trajectories(self, received: Received) -> None:
+        """End every slot of ``received``'s envs here, however many steps it holds, bootstrapping from these
+        observations with the current policy; the next :meth:`step` acts on them in fresh slots."""
+        with self.lock, torch.no_grad():
+            _, value, _ = self.model.step(received.obs, self.state[received.ids], self.first[received.ids])
+        self._complete(received.ids, received.obs, value)
+
+    def take_full(self, count: int) -> list[int] | None:
+        """``count`` complete slots, in the order they completed (None if told to stop while waiting)."""
+        taken: list[int] = []
+        while len(taken) < count:
+            try:
+                taken.append(self.full.get(timeout=POLL_SECONDS))
+            except queue.Empty:
+                if self.should_stop():
+                    return None
+        return taken
+
+    def release(self, slots: list[int]) -> None:
+        """Hand learned-from slots back for filling."""
+        for i in slots:
+            self.free.put(i)
+
+    def _complete(self, envs: torch.Tensor, obs: dict[str, torch.Tensor], value: torch.Tensor) -> None:
+        self._write_observation(self.slot[envs], self.step_in_slot[envs], obs, self.first[envs], value)
+        for i in self.slot[envs].tolist():
+            self.full.put(i)
+        self.slot[envs], self.step_in_slot[envs] = -1, 0
+
+    def _give_slots(self, ids: torch.Tensor) -> bool:
+        """A fresh slot for each of ``ids`` that needs one, starting from its current recurrent state (False if
+        told to stop while waiting)."""
+        envs = ids[self.slot[ids] < 0]
+        if not len(envs):
+            return True
+        start, taken = time.perf_counter(), []
+        while len(taken) < len(envs):
+            try:
+                taken.append(self.free.get(timeout=POLL_SECONDS))
+            except queue.Empty:
+                if self.should_stop():
+                    return False
+        self.timings.waiting_slots += time.perf_counter() - start
+        fresh = torch.tensor(taken, device=self.device)
+        self.slot[envs] = fresh
+        self.slots.initial_state[fresh] = self.state[envs]
+        return True
+
+    def _write_observation(
+        self,
+        rows: torch.Tensor,
+        cols: torch.Tensor,
+        obs: dict[str, torch.Tensor],
+        first: torch.Tensor,
+        value: torch.Tensor,
+    ) -> None:
+        for key, o in obs.items():
+            self.slots.obs[key][rows, cols] = o
+        self.slots.first[rows, cols] = first
+        self.slots.values[rows, cols] = value
