@@ -7,6 +7,11 @@ steps and the observation after them, whose value bootstraps the last step; a co
 :attr:`Sampler.full`, and the env takes a fresh one from :attr:`Sampler.free` (waiting while there is none,
 which bounds how far sampling runs ahead of learning).
 
+Several policies can share the envs (self-play, populations): each env's episode is played by one of them,
+chosen by ``mapping(env, episode)`` when the episode starts (RLlib's ``policy_mapping_fn``), and every step
+runs one inference batch per policy. A slot records which policy took each step (``policy_id``), so that
+each policy learns from its own steps only.
+
 The schemes differ only in when they call it. Synchronous: :meth:`Sampler.step` ``rollout`` times, then
 :meth:`Sampler.end_trajectories` bootstraps every env's slot with the current policy, the learner learns from
 the full slots and frees them, and the next step acts with the new policy. Asynchronous: a thread calls
@@ -17,11 +22,12 @@ the same inference that chooses the next action. A vector env without ``send``/`
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +103,28 @@ class Received:
     obs: dict[str, torch.Tensor]
 
 
+@dataclass(frozen=True)
+class Acted:
+    """The policies' outputs for one batch of envs: actions (None when only valuing), their log-probabilities,
+    values, next recurrent states (with the actions recorded), and which policy and version produced each row."""
+
+    actions: torch.Tensor | None
+    log_probs: torch.Tensor | None
+    values: torch.Tensor
+    next_state: torch.Tensor
+    policy_id: torch.Tensor
+    version: torch.Tensor
+
+
+PolicyMapping = Callable[[int, int], int]
+"""(env index, episode number of that env, from 0) -> the index of the policy that plays the episode."""
+
+
+def only_policy(env: int, episode: int) -> int:
+    """Every episode is played by policy 0."""
+    return 0
+
+
 @dataclass
 class SamplerTimings:
     """Seconds the sampler spent, cumulative: waiting for envs, acting (inference and bookkeeping), waiting
@@ -107,31 +135,51 @@ class SamplerTimings:
     waiting_slots: float = 0.0
 
 
-class Sampler:
-    """Acts with ``model`` on ``env`` (with ``send``/``recv``: :func:`async_api` or :class:`StepAsRecv`) and
-    writes every step into ``num_slots`` trajectory slots of ``rollout`` steps.
+def _scattered(parts: list[tuple[torch.Tensor, Acted]], size: int) -> Acted:
+    """One :class:`Acted` of ``size`` rows from each policy's rows."""
 
-    ``lock`` is held while acting, so a learner can copy new weights into ``model`` between two batches
-    (:attr:`version` says which weights acted). ``should_stop``: polled while waiting for a free slot.
+    def gather(field: str) -> torch.Tensor | None:
+        pieces = [(rows, getattr(part, field)) for rows, part in parts]
+        if pieces[0][1] is None:
+            return None
+        like = pieces[0][1]
+        out = like.new_empty((size, *like.shape[1:]))
+        for rows, piece in pieces:
+            out[rows] = piece
+        return out
+
+    return Acted(**{f.name: gather(f.name) for f in dataclasses.fields(Acted)})
+
+
+class Sampler:
+    """Acts with ``policies`` (one model or several of one architecture) on ``env`` (with ``send``/``recv``:
+    :func:`async_api` or :class:`StepAsRecv`) and writes every step into ``num_slots`` trajectory slots of
+    ``rollout`` steps. ``mapping`` chooses each episode's policy (default: policy 0).
+
+    ``lock`` is held while acting, so a learner can copy new weights into a policy between two batches
+    (:attr:`versions` says which weights acted). ``should_stop``: polled while waiting for a free slot.
     """
 
     def __init__(
         self,
         env: Any,
-        model: ActorCritic,
+        policies: ActorCritic | Sequence[ActorCritic],
         rollout: int,
         num_slots: int,
         *,
+        mapping: PolicyMapping = only_policy,
         seed: int | None = None,
         stats_avg: int = 100,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.env, self.model, self.rollout, self.seed = env, model, rollout, seed
+        self.policies = [policies] if isinstance(policies, ActorCritic) else list(policies)
+        self.env, self.rollout, self.seed, self.mapping = env, rollout, seed, mapping
         self.num_envs = n = env.num_envs
+        model = self.policies[0]
         self.device = dev = next(model.parameters()).device
         self.should_stop = should_stop
         self.lock = threading.Lock()
-        self.version = 0  # of the weights in model
+        self.versions = [0] * len(self.policies)  # of the weights each policy acts with
         self.slots = Trajectories.allocate(model, num_slots, rollout, dev)
         self.free: queue.Queue[int] = queue.Queue()
         for i in range(num_slots):
@@ -147,10 +195,13 @@ class Sampler:
         self.first = torch.ones(n, dtype=torch.bool, device=dev)  # the next observation starts an episode
         self.valid = torch.ones(n, dtype=torch.bool, device=dev)  # the step the env takes next is a transition
         self.stepped = np.zeros(n, dtype=bool)  # the env has taken a step since the reset
+        self.policy_id = torch.zeros(n, dtype=torch.long, device=dev)  # of the env's current episode
+        self.episodes_started = np.zeros(n, dtype=np.int64)
 
     def reset(self) -> Received:
         """Reset every env (seeded with ``seed``) and return the first observations."""
         self.env.async_reset(seed=self.seed)
+        self._choose_policies(np.arange(self.num_envs))
         return self.observe()
 
     def observe(self) -> Received:
@@ -178,6 +229,7 @@ class Sampler:
             self.first[prev] = ~valid  # the step after a reset step starts an episode
             self.valid[prev] = ~done  # the step after an episode's end only resets the env
             self.env_steps += len(prev)
+            self._choose_policies(prev[~valid].cpu().numpy())
         return Received(ids_np, ids, obs_to_tensors(as_obs_dict(obs), dev))
 
     def step(self, received: Received) -> None:
@@ -186,35 +238,30 @@ class Sampler:
         start = time.perf_counter()
         slot_wait_before = self.timings.waiting_slots
         ids = received.ids
-        with self.lock, torch.no_grad():
-            dist, value, new_state = self.model.step(received.obs, self.state[ids], self.first[ids])
-            actions = dist.sample()
-            log_probs = dist.log_prob(actions)
-            version = self.version
+        acted = self._act(received, sample=True)
         complete = self.step_in_slot[ids] == self.rollout
         if complete.any():
-            self._complete(ids[complete], {k: v[complete] for k, v in received.obs.items()}, value[complete])
+            self._complete(ids[complete], {k: v[complete] for k, v in received.obs.items()}, acted.values[complete])
         if not self._give_slots(ids):
             return
         rows, cols = self.slot[ids], self.step_in_slot[ids]
-        self._write_observation(rows, cols, received.obs, self.first[ids], value)
+        self._write_observation(rows, cols, received.obs, self.first[ids], acted.values)
         s = self.slots
-        s.actions[rows, cols] = actions
-        s.log_probs[rows, cols] = log_probs
+        s.actions[rows, cols] = acted.actions
+        s.log_probs[rows, cols] = acted.log_probs
         s.valid[rows, cols] = self.valid[ids]
-        s.policy_version[rows, cols] = version
-        self.state[ids] = self.model.with_action(new_state, actions)
+        s.policy_version[rows, cols] = acted.version
+        s.policy_id[rows, cols] = acted.policy_id
+        self.state[ids] = acted.next_state
         self.step_in_slot[ids] += 1
         self.stepped[received.ids_np] = True
         self.timings.inference += time.perf_counter() - start - (self.timings.waiting_slots - slot_wait_before)
-        self.env.send(self.model.actor.to_env(actions), received.ids_np)
+        self.env.send(self.policies[0].actor.to_env(acted.actions), received.ids_np)
 
     def end_trajectories(self, received: Received) -> None:
         """End every slot of ``received``'s envs here, however many steps it holds, bootstrapping from these
-        observations with the current policy; the next :meth:`step` acts on them in fresh slots."""
-        with self.lock, torch.no_grad():
-            _, value, _ = self.model.step(received.obs, self.state[received.ids], self.first[received.ids])
-        self._complete(received.ids, received.obs, value)
+        observations with the current policies; the next :meth:`step` acts on them in fresh slots."""
+        self._complete(received.ids, received.obs, self._act(received, sample=False).values)
 
     def take_full(self, count: int) -> list[int] | None:
         """``count`` complete slots, in the order they completed (None if told to stop while waiting)."""
@@ -231,6 +278,38 @@ class Sampler:
         """Hand learned-from slots back for filling."""
         for i in slots:
             self.free.put(i)
+
+    def _act(self, received: Received, sample: bool) -> Acted:
+        """Every policy's batch of ``received``'s envs through that policy: one inference call per policy."""
+        ids, obs = received.ids, received.obs
+        policy_id = self.policy_id[ids]
+        state, first = self.state[ids], self.first[ids]
+        parts: list[tuple[torch.Tensor, Acted]] = []
+        with self.lock, torch.no_grad():
+            for p in policy_id.unique().tolist():
+                rows = (policy_id == p).nonzero().squeeze(1)
+                whole = len(rows) == len(ids)  # one policy for the batch: no copies
+                model = self.policies[p]
+                mine = obs if whole else {k: v[rows] for k, v in obs.items()}
+                dist, value, next_state = model.step(
+                    mine, state if whole else state[rows], first if whole else first[rows]
+                )
+                actions = dist.sample() if sample else None
+                log_probs = dist.log_prob(actions) if sample else None
+                if sample:
+                    next_state = model.with_action(next_state, actions)
+                version = torch.full_like(rows, self.versions[p])
+                part = Acted(actions, log_probs, value, next_state, torch.full_like(rows, p), version)
+                if whole:
+                    return part
+                parts.append((rows, part))
+        return _scattered(parts, len(ids))
+
+    def _choose_policies(self, envs: np.ndarray) -> None:
+        """The policy of each of ``envs``' episodes, which start with their next observation."""
+        for env in envs.tolist():
+            self.policy_id[env] = self.mapping(env, int(self.episodes_started[env]))
+            self.episodes_started[env] += 1
 
     def _complete(self, envs: torch.Tensor, obs: dict[str, torch.Tensor], value: torch.Tensor) -> None:
         self._write_observation(self.slot[envs], self.step_in_slot[envs], obs, self.first[envs], value)

@@ -30,7 +30,7 @@ def _obs_dtype(space: spaces.Space) -> torch.dtype:
 class Trajectories:
     """Fields of ``num`` trajectories. Per step ``t < rollout``: the action taken in ``obs[:, t]``,
     its log-probability and behaviour value, the reward and flags it earned, the policy
-    version that chose it. ``obs``, ``first`` and ``values`` have ``rollout + 1`` steps."""
+    that chose it and that policy's version. ``obs``, ``first`` and ``values`` have ``rollout + 1`` steps."""
 
     obs: dict[str, torch.Tensor]
     first: torch.Tensor  # obs starts an episode (reset the recurrent state)
@@ -42,6 +42,7 @@ class Trajectories:
     done: torch.Tensor  # terminated or truncated
     valid: torch.Tensor  # a real transition (False: the step only reset the env)
     policy_version: torch.Tensor
+    policy_id: torch.Tensor  # which of the sampler's policies acted (its learner learns from its own steps only)
     initial_state: torch.Tensor  # recurrent state before obs[:, 0]
 
     @classmethod
@@ -63,6 +64,7 @@ class Trajectories:
             done=zeros(steps, torch.bool),
             valid=zeros(steps, torch.bool),
             policy_version=zeros(steps, torch.int64),
+            policy_id=zeros(steps, torch.int64),
             initial_state=zeros((num, model.state_size)),
         )
 
@@ -92,6 +94,7 @@ class Trajectories:
             done=self.done[:, :steps],
             valid=self.valid[:, :steps],
             policy_version=self.policy_version[:, :steps],
+            policy_id=self.policy_id[:, :steps],
             initial_state=self.initial_state,
         )
 

@@ -46,9 +46,9 @@ class PolicyWorker(threading.Thread):
         """Copy the learner's weights (and normalisation statistics) into the acting model."""
         sampler = self.sampler
         with sampler.lock, torch.no_grad():
-            for dst, src in zip(sampler.model.state_dict().values(), model.state_dict().values(), strict=True):
+            for dst, src in zip(sampler.policies[0].state_dict().values(), model.state_dict().values(), strict=True):
                 dst.copy_(src, non_blocking=True)
-            sampler.version = version
+            sampler.versions[0] = version
 
     def run(self) -> None:
         try:

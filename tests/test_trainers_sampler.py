@@ -1,0 +1,87 @@
+"""The sampler with several policies: each episode is played by the policy ``mapping`` chose when it started,
+each step runs one inference batch per policy, and every stored step says which policy took it."""
+
+from __future__ import annotations
+
+import functools
+
+import gymnasium as gym
+import pytest
+import torch
+from test_trainers_appo import EpisodeCounterEnv, assert_consistent
+
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.sampler import Sampler, StepAsRecv
+
+LENGTHS = [3, 4, 5, 6]
+
+
+def always(action: int, cfg: TrainConfig, env: gym.vector.VectorEnv) -> ActorCritic:
+    """A policy that takes ``action`` (probability ~1)."""
+    model = ActorCritic(env.single_observation_space, env.single_action_space, cfg)
+    with torch.no_grad():
+        model.actor.linear.weight.zero_()
+        model.actor.linear.bias.copy_(torch.tensor([30.0, -30.0] if action == 0 else [-30.0, 30.0]))
+    return model
+
+
+class CountingCalls:
+    """Wraps a policy's ``step`` to count its calls and their batch sizes."""
+
+    def __init__(self, model: ActorCritic) -> None:
+        self.sizes: list[int] = []
+        original = model.step
+
+        def step(obs, state, first):  # noqa: ANN001, ANN202
+            self.sizes.append(len(first))
+            return original(obs, state, first)
+
+        model.step = step  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("use_rnn", [False, True])
+def test_each_episode_is_played_by_the_policy_mapped_when_it_started(use_rnn: bool) -> None:
+    env = gym.vector.SyncVectorEnv([functools.partial(EpisodeCounterEnv, n, i % 2 == 1) for i, n in enumerate(LENGTHS)])
+    cfg = TrainConfig.from_overrides(use_rnn=use_rnn, rnn_size=8, encoder_mlp_layers=(8,), rollout=6, batch_size=12)
+    policies = [always(0, cfg, env), always(1, cfg, env)]
+    calls = [CountingCalls(p) for p in policies]
+    drawn: list[tuple[int, int]] = []
+
+    def mapping(env_index: int, episode: int) -> int:
+        drawn.append((env_index, episode))
+        return (env_index + episode) % 2  # alternates per env, so batches mix both policies
+
+    sampler = Sampler(StepAsRecv(env), policies, cfg.rollout, env.num_envs, mapping=mapping, seed=0)
+    received = sampler.reset()
+    mixed = 0  # steps whose batch both policies shared
+    episode = [-1] * env.num_envs  # each env's episode number, counted from the trajectories' first flags
+    for _ in range(5):
+        for _ in range(cfg.rollout):
+            before = [len(c.sizes) for c in calls]
+            playing = sampler.policy_id.tolist()
+            mixed += len(set(playing)) == 2
+            sampler.step(received)
+            # one batch per policy that plays an env, of that policy's envs
+            assert [c.sizes[b:] for c, b in zip(calls, before, strict=True)] == [
+                [playing.count(p)] if p in playing else [] for p in (0, 1)
+            ]
+            received = sampler.observe()
+        sampler.end_trajectories(received)
+        slots = sampler.take_full(env.num_envs)
+        assert slots == [0, 1, 2, 3]  # env i fills slot i: the slots continue each other in time
+        traj = sampler.slots
+        assert_consistent(traj, [cfg.rollout] * env.num_envs)
+        for i in range(env.num_envs):
+            for t in range(cfg.rollout):
+                episode[i] += bool(traj.first[i, t])
+                if traj.valid[i, t]:  # (a reset step only restarts the env)
+                    expected = (i + episode[i]) % 2
+                    assert traj.policy_id[i, t] == expected, (i, t)
+                    assert traj.actions[i, t] == expected  # and it acted as that policy
+        sampler.release(slots)
+    assert min(episode) >= 3 and mixed > 10
+    # the mapping was asked once per episode of each env, in order
+    for i in range(env.num_envs):
+        assert [e for j, e in drawn if j == i] == list(range(sampler.episodes_started[i]))
+    env.close()
