@@ -1,4 +1,10 @@
-"""Action heads: what the actor outputs for Discrete, MultiDiscrete and Box spaces, and the distribution it means."""
+"""Action heads: what the actor outputs for Discrete, MultiDiscrete and Box spaces, and the distribution it means.
+
+Discrete and MultiDiscrete heads take an optional action mask (PettingZoo's ``action_mask``: 1 legal,
+0 illegal, one entry per logit): an illegal action's logit becomes the dtype's lowest finite value, so
+its probability is exactly 0 while log-probabilities, entropy and their gradients stay finite (with -inf,
+a row masked whole would be NaN).
+"""
 
 from __future__ import annotations
 
@@ -47,10 +53,23 @@ class ActionDistribution:
         return parts[0] if self.kind in ("discrete", "box") else torch.stack(parts, dim=-1)
 
 
-class ActionHead(nn.Module):
-    """Linear layer from the core's features to the parameters of the action distribution."""
+def mask_logits(logits: torch.Tensor, mask: torch.Tensor, nvec: list[int]) -> torch.Tensor:
+    """``logits`` with the actions ``mask`` marks 0 made impossible.
 
-    def __init__(self, space: spaces.Space, in_features: int) -> None:
+    A categorical (a row, or one MultiDiscrete dimension) with no legal action is left unmasked
+    rather than made NaN: an ended or waiting agent's observation (PettingZoo's) has an all-zero mask.
+    """
+    legal = torch.cat([m | ~m.any(-1, keepdim=True) for m in (mask != 0).split(nvec, dim=-1)], dim=-1)
+    return logits.masked_fill(~legal, torch.finfo(logits.dtype).min)
+
+
+class ActionHead(nn.Module):
+    """Linear layer from the core's features to the parameters of the action distribution.
+
+    ``mask_space``: the observation's action-mask entry, if it has one (see :func:`mask_logits`).
+    """
+
+    def __init__(self, space: spaces.Space, in_features: int, mask_space: spaces.Space | None = None) -> None:
         super().__init__()
         self.space = space
         self.log_std: nn.Parameter | None = None
@@ -67,12 +86,21 @@ class ActionHead(nn.Module):
             self.log_std = nn.Parameter(torch.zeros(space.shape[0]))
         else:
             raise TypeError(f"unsupported action space {space}: use Discrete, MultiDiscrete or a 1-D Box")
+        if mask_space is not None:
+            if self.kind == "box":
+                raise ValueError(f"an action mask needs a Discrete or MultiDiscrete action space, got {space}")
+            size = sum(self.nvec)
+            if not isinstance(mask_space, spaces.Box) or mask_space.shape != (size,):
+                raise ValueError(f"the action mask must be a Box of shape ({size},) for {space}, got {mask_space}")
         self.linear = nn.Linear(in_features, sum(self.nvec))
         nn.init.orthogonal_(self.linear.weight, 0.01)  # near-uniform initial policy
         nn.init.zeros_(self.linear.bias)
 
-    def forward(self, features: torch.Tensor) -> ActionDistribution:
-        return ActionDistribution(self.kind, self.linear(features), self.nvec, self.log_std)
+    def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> ActionDistribution:
+        params = self.linear(features)
+        if mask is not None:
+            params = mask_logits(params, mask, self.nvec)
+        return ActionDistribution(self.kind, params, self.nvec, self.log_std)
 
     @property
     def action_shape(self) -> tuple[int, ...]:

@@ -1,8 +1,9 @@
 """Actor-critic model: Dict observations -> encoders -> optional GRU core -> actor and critic heads.
 
 Images (uint8 or float32, 3-D) go through a conv encoder (Sample Factory's ``convnet_simple``
-by default), everything else is flattened through an MLP; the features are concatenated. The
-same module acts (one step, :meth:`ActorCritic.step`) and learns (whole trajectories with
+by default), everything else is flattened through an MLP; the features are concatenated. An
+``action_mask`` entry is no input: it masks the actor's logits (:func:`vecfast.trainers.distributions.mask_logits`).
+The same module acts (one step, :meth:`ActorCritic.step`) and learns (whole trajectories with
 backpropagation through time, :meth:`ActorCritic.evaluate`).
 """
 
@@ -31,6 +32,7 @@ CONV_ARCHITECTURES = {
 }
 _ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 DEFAULT_KEY = "obs"  # the key a non-Dict observation gets
+ACTION_MASK_KEY = "action_mask"  # the entry that masks illegal actions (PettingZoo's name) instead of being an input
 
 
 def observation_spaces(space: spaces.Space) -> dict[str, spaces.Space]:
@@ -211,6 +213,8 @@ class ActorCritic(nn.Module):
             )
         self.encoders = nn.ModuleDict()
         for key, space in self.obs_spaces.items():
+            if key == ACTION_MASK_KEY:
+                continue
             normalize = cfg.normalize_input and key not in cfg.unnormalized_inputs
             key_cfg = dataclasses.replace(cfg, normalize_input=normalize)
             polar = key in cfg.polar_inputs
@@ -230,7 +234,7 @@ class ActorCritic(nn.Module):
         self.hidden_size = cfg.rnn_size if cfg.use_rnn else 0
         self.state_size = self.hidden_size + (self.prev_action is not None)
         core_out = cfg.rnn_size if cfg.use_rnn else features
-        self.actor = ActionHead(action_space, core_out)
+        self.actor = ActionHead(action_space, core_out, self.obs_spaces.get(ACTION_MASK_KEY))
         self.critic = nn.Linear(core_out, 1)
         nn.init.orthogonal_(self.critic.weight, 1.0)
         nn.init.zeros_(self.critic.bias)
@@ -252,7 +256,8 @@ class ActorCritic(nn.Module):
             x = torch.cat([x, self.prev_action(prev[:, 0].long())], dim=-1)
         if self.core is not None:
             hidden = x = self.core(x, hidden)
-        return self.actor(x), self.denormalize_value(self.critic(x).squeeze(-1)), torch.cat([hidden, prev], dim=-1)
+        dist = self.actor(x, obs.get(ACTION_MASK_KEY))
+        return dist, self.denormalize_value(self.critic(x).squeeze(-1)), torch.cat([hidden, prev], dim=-1)
 
     def with_action(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """:meth:`step`'s next state with the action chosen from its distribution recorded (the next step's
@@ -303,7 +308,8 @@ class ActorCritic(nn.Module):
                 hidden = self.core(x[:, t], hidden * keep[:, t])
                 outputs.append(hidden)
             x = torch.stack(outputs, dim=1)
-        return self.actor(x[:, :steps]), self.critic(x).squeeze(-1)
+        mask = obs.get(ACTION_MASK_KEY)
+        return self.actor(x[:, :steps], None if mask is None else mask[:, :steps]), self.critic(x).squeeze(-1)
 
     def initial_state(self, batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
         return torch.zeros(batch, self.state_size, device=device)
