@@ -1,0 +1,330 @@
+"""TurnBasedVectorEnv: M turn-based PettingZoo (AEC) matches as one VectorEnv of agent slots, driven by send/recv."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from vecfast.multiagent.slots import SlotLayout
+from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.shared_buffers import map_tree
+
+if TYPE_CHECKING:
+    from pettingzoo import AECEnv
+
+__all__ = ["TurnBasedVectorEnv"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one agent saw through the AEC ``env.last()`` at one of its turns, and the slot it belongs to."""
+
+    slot: int
+    obs: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+    @property
+    def ended(self) -> bool:
+        return self.terminated or self.truncated
+
+
+class SlotState(enum.IntEnum):
+    """Where a slot is in its send/recv cycle."""
+
+    IDLE = 0  # nothing to return: not its turn, or its action (or reset step) is in
+    READY = 1  # a turn waits for recv
+    WAITING = 2  # recv returned its turn; it owes an action (a move, or the reset step after an end)
+
+
+class Match:
+    """One AEC env, driven as PettingZoo's ``agent_iter`` loop drives it, pausing where a live agent must act.
+
+    An agent that has ended (terminated or truncated) gets its turn as in that loop: its final
+    ``last()`` is recorded and the match steps it with ``None`` at once, since it has nothing to choose.
+    """
+
+    def __init__(self, env: AECEnv, first_slot: int, possible_agents: Sequence[Any]) -> None:
+        self.env = env
+        self.first_slot = first_slot
+        self.agent_index = {agent: a for a, agent in enumerate(possible_agents)}
+
+    @property
+    def over(self) -> bool:
+        """Every agent has ended and taken its final turn."""
+        return not self.env.agents
+
+    def reset(self, seed: int | None, options: dict[str, Any] | None) -> list[Turn]:
+        self.env.reset(seed=seed, options=options)
+        return self.advance()
+
+    def play(self, action: Any) -> list[Turn]:
+        self.env.step(action)
+        return self.advance()
+
+    def advance(self) -> list[Turn]:
+        """The turns up to the next live agent's (the last one returned), or to the end of the game."""
+        turns = []
+        while self.env.agents:
+            agent = self.env.agent_selection
+            obs, reward, terminated, truncated, info = self.env.last()
+            turn = Turn(
+                self.first_slot + self.agent_index[agent],
+                map_tree(np.array, obs),  # a copy: an env may hand out views of its state
+                float(reward),
+                bool(terminated),
+                bool(truncated),
+                dict(info),
+            )
+            turns.append(turn)
+            if not turn.ended:
+                break
+            self.env.step(None)
+        return turns
+
+
+class TurnBasedVectorEnv(VectorEnv):
+    """M turn-based PettingZoo AEC matches as one VectorEnv of M x num_agents slots, with EnvPool's send/recv.
+
+    Slots, spaces and infos are laid out as in :class:`~vecfast.multiagent.MultiAgentVectorEnv`:
+    slot ``m * num_agents + a`` is agent ``possible_agents[a]`` of match ``m``, ``info["agent_id"]``
+    and ``info["match_id"]`` say whose slot is whose. Observations keep the env's space (a Dict with
+    its ``"action_mask"`` for PettingZoo's classic games). The matches run in the calling process:
+    a board game's step takes microseconds, less than a message to a worker process would.
+
+    Only the agent to move acts, so each slot has its own clock (``AutoresetMode.NEXT_STEP``):
+
+    * :meth:`recv` returns every slot with a turn waiting (``info["env_id"]``, in slot order): the
+      agent to move in each match (``info["active"]`` True), and each agent of a match whose game
+      has just ended (flags set, ``info["active"]`` False). A slot's turns are exactly what the agent
+      sees through the AEC ``env.last()`` at its turns: the reward is its ``_cumulative_rewards``,
+      all it got since its previous action, the opponents' moves included (-1 when an opponent wins).
+      It raises :class:`~gymnasium.error.NoAsyncCallError` when no slot has a turn waiting (all
+      returned slots still owe actions), since nothing could become ready.
+    * :meth:`send` takes one action per slot in ``env_ids``; each must be a slot that recv returned
+      and that has not acted since (else :class:`~gymnasium.error.AlreadyPendingCallError`). A move
+      is played at once, and the match runs to the next agent to move, whose turn recv returns next;
+      the action sent after an end is the slot's reset step and is ignored.
+    * A game ends when every agent has ended; each of its agents reports that once (an agent that
+      ends earlier reports it at its turn, and waits). When every slot of the match has sent its reset
+      step, the match resets (unseeded, as gymnasium's autoreset) and the first agent to move gets its
+      first observation (reward 0, flags False); the others get theirs when their turn comes. So a slot
+      is returned at most once per action it sends (its first turn after :meth:`async_reset` needs
+      none), and recv after sending every returned slot always has a turn to return. An agent whose
+      game ends before its first turn (an illegal first move) reports the end as its first turn.
+
+    :meth:`async_reset` resets every match: an int seed seeds match ``m`` with ``seed + m``, a list has
+    one entry per slot (match ``m`` takes its first slot's). :meth:`reset` and :meth:`step` give the
+    VectorEnv contract on top, with a row for every slot: ``step`` sends each slot that owes an action
+    its row of ``actions`` (other rows are ignored) and recvs; the returned slots' rows hold their
+    turns, every other row its last observation (zeros before its first turn), reward 0 and flags
+    False. ``info["active"]`` marks the slots whose row of the next ``step`` is a move.
+
+    Args:
+        env_fns: one function per match that creates its PettingZoo AEC env.
+
+    Raises:
+        ValueError: the matches' agents differ, or their agents' spaces do.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], AECEnv]]) -> None:
+        envs: list[AECEnv] = []
+        try:
+            for fn in env_fns:
+                envs.append(fn())
+            self.possible_agents: tuple[Any, ...] = tuple(envs[0].possible_agents)
+            obs_space, action_space = self._common_spaces(envs)
+        except BaseException:
+            for env in envs:
+                env.close()
+            raise
+        self.slots = SlotLayout(len(envs), self.possible_agents)
+        self.num_matches = len(envs)
+        self.num_agents = self.slots.num_agents
+        self.num_envs = self.slots.num_slots
+        self.agent_ids = self.slots.agent_ids
+        self.match_ids = self.slots.match_ids
+        self.matches = [Match(env, m * self.num_agents, self.possible_agents) for m, env in enumerate(envs)]
+        self.single_observation_space = obs_space
+        self.single_action_space = action_space
+        self.observation_space = batch_space(obs_space, self.num_envs)
+        self.action_space = batch_space(action_space, self.num_envs)
+        self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+        self.render_mode = None
+        self._state = np.full(self.num_envs, SlotState.IDLE, np.int8)
+        self._turns: list[Turn | None] = [None] * self.num_envs  # each slot's latest turn
+        self._zero_obs = map_tree(lambda a: a[0], create_empty_array(obs_space, 1, np.zeros))
+        self._last_obs: list[Any] = [self._zero_obs] * self.num_envs  # what step's rows of slots without a turn hold
+        self._was_reset = False
+
+    def _common_spaces(self, envs: list[AECEnv]) -> tuple[Any, Any]:
+        first = envs[0]
+        agent = self.possible_agents[0]
+        obs_space, action_space = first.observation_space(agent), first.action_space(agent)
+        for m, env in enumerate(envs):
+            if tuple(env.possible_agents) != self.possible_agents:
+                raise ValueError(
+                    f"match {m} has agents {list(env.possible_agents)} but match 0 has {list(self.possible_agents)}: "
+                    "every match of a turn-based vector env needs the same agents"
+                )
+            for other in self.possible_agents:
+                if env.observation_space(other) != obs_space or env.action_space(other) != action_space:
+                    raise ValueError(
+                        f"agent {other!r} of match {m} has spaces {env.observation_space(other)}, "
+                        f"{env.action_space(other)} but agent {agent!r} of match 0 has {obs_space}, {action_space}: "
+                        "one policy acts for every slot, so the agents need the same spaces"
+                    )
+        return obs_space, action_space
+
+    # ----------------------------------------------------------------- EnvPool-style API
+    def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        """Reset every match (seeded as the class docstring says); recv returns the first agents to move."""
+        self._check_open()
+        seeds = self.slots.match_seeds(seed)
+        self._state[:] = SlotState.IDLE
+        self._last_obs = [self._zero_obs] * self.num_envs
+        for m, match in enumerate(self.matches):
+            match_seed = seeds[m] if isinstance(seeds, list) else None if seeds is None else int(seeds) + m
+            self._record(match.reset(match_seed, options))
+        self._was_reset = True
+
+    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
+        """Play the moves of slots ``env_ids`` (rows of ``actions``); a slot that has just ended resets instead."""
+        self._check_open()
+        ids = np.asarray(env_ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) == 0:
+            raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
+        if ids.min() < 0 or ids.max() >= self.num_envs or len(np.unique(ids)) != len(ids):
+            raise ValueError(f"env_ids must be distinct slot indices in [0, {self.num_envs}), got {ids.tolist()}")
+        not_waiting = ids[self._state[ids] != SlotState.WAITING]
+        if len(not_waiting):
+            raise AlreadyPendingCallError(self._not_waiting_message(not_waiting), "send")
+        batched = batch_space(self.single_action_space, len(ids))
+        check_action_batch(batched, actions, ids)
+        self._state[ids] = SlotState.IDLE
+        ended_matches = set()
+        for slot, action in zip(ids.tolist(), iterate(batched, actions), strict=True):
+            match = self.matches[slot // self.num_agents]
+            if self._turns[slot].ended:
+                ended_matches.add(slot // self.num_agents)
+            else:
+                self._record(match.play(action))
+        for m in sorted(ended_matches):
+            match = self.matches[m]
+            first = match.first_slot
+            # game over and every slot idle: each agent has reported the end and sent its reset step
+            if match.over and (self._state[first : first + self.num_agents] == SlotState.IDLE).all():
+                self._record(match.reset(None, None))
+
+    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Every slot with a turn waiting, in slot order; ``info["env_id"]`` names them (see the class docstring)."""
+        self._check_open()
+        ids = np.flatnonzero(self._state == SlotState.READY)
+        if not len(ids):
+            if not self._was_reset:
+                raise NoAsyncCallError("recv() before any reset: call async_reset() or reset() first", "recv")
+            owing = np.flatnonzero(self._state == SlotState.WAITING).tolist()
+            raise NoAsyncCallError(
+                f"recv() has no turn to return: slots {owing} were returned and owe actions; send() them first",
+                "recv",
+            )
+        self._state[ids] = SlotState.WAITING
+        turns = [self._turns[i] for i in ids.tolist()]
+        for turn in turns:
+            self._last_obs[turn.slot] = turn.obs
+        obs = concatenate(
+            self.single_observation_space,
+            [t.obs for t in turns],
+            create_empty_array(self.single_observation_space, len(turns)),
+        )
+        rewards = np.array([t.reward for t in turns], np.float64)
+        terminated = np.array([t.terminated for t in turns], np.bool_)
+        truncated = np.array([t.truncated for t in turns], np.bool_)
+        infos = _rows(self._infos(turns), ids)
+        infos["env_id"] = ids
+        return obs, rewards, terminated, truncated, infos
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every match; a row per slot, the first agents to move ``info["active"]``."""
+        self.async_reset(seed=seed, options=options)
+        obs, _, _, _, infos = self._all_slots()
+        return obs, infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Send every slot that owes an action its row of ``actions``, then recv; a row per slot (class docstring)."""
+        self._check_open()
+        owing = np.flatnonzero(self._state == SlotState.WAITING)
+        if len(owing):
+            self.send(map_tree(lambda a: np.asarray(a)[owing], actions), owing)
+        return self._all_slots()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for match in self.matches:
+            match.env.close()
+
+    # ----------------------------------------------------------------- internals
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("the turn-based vector env is closed")
+
+    def _record(self, turns: list[Turn]) -> None:
+        for turn in turns:
+            self._turns[turn.slot] = turn
+            self._state[turn.slot] = SlotState.READY
+
+    def _all_slots(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """recv's turns spread over a row per slot; the rows of slots without a turn are quiet."""
+        obs, rewards, terminated, truncated, infos = self.recv()
+        ids = infos["env_id"]
+        turns = [self._turns[i] for i in ids.tolist()]
+        full_obs = concatenate(
+            self.single_observation_space,
+            self._last_obs,
+            create_empty_array(self.single_observation_space, self.num_envs),
+        )
+        full_rewards = np.zeros(self.num_envs, np.float64)
+        full_terminated = np.zeros(self.num_envs, np.bool_)
+        full_truncated = np.zeros(self.num_envs, np.bool_)
+        full_rewards[ids], full_terminated[ids], full_truncated[ids] = rewards, terminated, truncated
+        return full_obs, full_rewards, full_terminated, full_truncated, self._infos(turns)
+
+    def _infos(self, turns: list[Turn]) -> dict[str, Any]:
+        """A vector info over all slots: ids, the agents' own infos and ``active`` for ``turns``' slots."""
+        infos: dict[str, Any] = {}
+        active = np.zeros(self.num_envs, np.bool_)
+        for turn in turns:
+            self._add_info(infos, turn.info, turn.slot)
+            active[turn.slot] = not turn.ended
+        infos["active"] = active
+        infos["_active"] = self.slots.all_slots
+        return self.slots.add_ids(infos)
+
+    def _not_waiting_message(self, slots: np.ndarray) -> str:
+        if not self._was_reset:
+            return f"send() to slots {slots.tolist()} before any reset: call async_reset() or reset() first"
+        reasons = []
+        for slot in slots.tolist():
+            if self._state[slot] == SlotState.READY:
+                reasons.append(f"slot {slot} has a turn that recv() has not returned yet")
+            else:
+                reasons.append(
+                    f"slot {slot} is not to act: it has acted since recv() returned it, or it is not its turn"
+                )
+        return "; ".join(reasons)
+
+
+def _rows(infos: dict[str, Any], ids: np.ndarray) -> dict[str, Any]:
+    """Slot-indexed info arrays (and their ``_key`` masks) re-indexed to recv's rows."""
+    return {key: _rows(value, ids) if isinstance(value, dict) else value[ids] for key, value in infos.items()}
