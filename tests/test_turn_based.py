@@ -267,8 +267,7 @@ def test_close_closes_the_matches() -> None:
 
 
 class RecordingEnv:
-    """The sampler's view of a TurnBasedVectorEnv, logging each match's moves (an ended slot's reset step is none),
-    with the int8 observations as float32."""
+    """The sampler's view of a TurnBasedVectorEnv, logging each match's moves (an ended slot's reset step is none)."""
 
     def __init__(self, env: TurnBasedVectorEnv) -> None:
         self.env = env
@@ -282,8 +281,6 @@ class RecordingEnv:
     def recv(self) -> tuple[Any, ...]:
         obs, rewards, terminated, truncated, info = self.env.recv()
         self.active[info["env_id"]] = info["active"]
-        # the sampler keeps int8 entries as int8 tensors but stores non-uint8 observations as float32
-        obs = {key: value.astype(np.float32) for key, value in obs.items()}
         return obs, rewards, terminated, truncated, info
 
     def send(self, actions: np.ndarray, env_ids: np.ndarray) -> None:

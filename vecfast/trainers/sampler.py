@@ -345,6 +345,7 @@ class Sampler:
         value: torch.Tensor,
     ) -> None:
         for key, o in obs.items():
-            self.slots.obs[key][rows, cols] = o
+            stored = self.slots.obs[key]
+            stored[rows, cols] = o.to(stored.dtype)  # int8 board games are stored as float32
         self.slots.first[rows, cols] = first
         self.slots.values[rows, cols] = value
