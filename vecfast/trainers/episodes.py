@@ -11,6 +11,7 @@ import numbers
 import threading
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,17 @@ def _numpy(x: Any) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
+@dataclass(frozen=True)
+class EndedEpisode:
+    """One finished episode of env ``env``: its return and length (reset steps not counted) and the env's own
+    figures from its final info."""
+
+    env: int
+    episode_return: float
+    length: int
+    metrics: dict[str, float]
+
+
 class EpisodeTracker:
     """Running return and length per env; the last ``window`` finished episodes' returns, lengths and env
     metrics (the trainers' envs autoreset on the next step). A sampler thread records while the learner's thread
@@ -84,26 +96,36 @@ class EpisodeTracker:
         valid: np.ndarray,
         info: Mapping[str, Any] | None = None,
         info_rows: np.ndarray | None = None,
-    ) -> None:
+    ) -> list[EndedEpisode]:
         """One step of envs ``env_ids``; steps that only reset an env (``valid`` False) do not count.
-        ``info``: the step's vector info, whose row ``info_rows[j]`` (default ``j``) is the ``j``-th env's."""
+        ``info``: the step's vector info, whose row ``info_rows[j]`` (default ``j``) is the ``j``-th env's.
+        Returns the episodes that ended."""
         with self._lock:
             self.returns_so_far[env_ids] += np.where(valid, rewards, 0.0)
             self.lengths_so_far[env_ids] += valid
             ended = np.flatnonzero(done)
             if not ended.size:
-                return
+                return []
             ids = np.arange(len(self.returns_so_far))[env_ids][ended]
-            self.returns.extend(self.returns_so_far[ids].tolist())
-            self.lengths.extend(self.lengths_so_far[ids].tolist())
+            rows = ended if info_rows is None else np.asarray(info_rows)[ended]
+            episodes = [
+                EndedEpisode(
+                    int(env),
+                    float(self.returns_so_far[env]),
+                    int(self.lengths_so_far[env]),
+                    {} if info is None else episode_metrics(info, int(row), AutoresetMode.NEXT_STEP),
+                )
+                for env, row in zip(ids.tolist(), rows.tolist(), strict=True)
+            ]
             self.returns_so_far[ids] = 0.0
             self.lengths_so_far[ids] = 0
             self.episodes += ended.size
-            if info is None:
-                return
-            for row in ended if info_rows is None else np.asarray(info_rows)[ended]:
-                for key, value in episode_metrics(info, int(row), AutoresetMode.NEXT_STEP).items():
+            for episode in episodes:
+                self.returns.append(episode.episode_return)
+                self.lengths.append(episode.length)
+                for key, value in episode.metrics.items():
                     self.metrics.setdefault(key, deque(maxlen=self.window)).append(value)
+            return episodes
 
     def summary(self) -> EpisodeStats:
         """Episodes so far and the window's means; in a distributed run, of every rank's envs together."""

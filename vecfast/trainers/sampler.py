@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from vecfast.trainers.episodes import EpisodeTracker
+from vecfast.trainers.episodes import EndedEpisode, EpisodeTracker
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
 from vecfast.trainers.storage import Trajectories
 from vecfast.wrappers.base import has_async_api
@@ -154,7 +154,8 @@ def _scattered(parts: list[tuple[torch.Tensor, Acted]], size: int) -> Acted:
 class Sampler:
     """Acts with ``policies`` (one model or several of one architecture) on ``env`` (with ``send``/``recv``:
     :func:`async_api` or :class:`StepAsRecv`) and writes every step into ``num_slots`` trajectory slots of
-    ``rollout`` steps. ``mapping`` chooses each episode's policy (default: policy 0).
+    ``rollout`` steps. ``mapping`` chooses each episode's policy (default: policy 0); ``on_episode_end`` hears
+    of every finished episode with its number (of its env, from 0), e.g. to rate the policies that played it.
 
     ``lock`` is held while acting, so a learner can copy new weights into a policy between two batches
     (:attr:`versions` says which weights acted). ``should_stop``: polled while waiting for a free slot.
@@ -168,12 +169,14 @@ class Sampler:
         num_slots: int,
         *,
         mapping: PolicyMapping = only_policy,
+        on_episode_end: Callable[[EndedEpisode, int], None] = lambda episode, number: None,
         seed: int | None = None,
         stats_avg: int = 100,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.policies = [policies] if isinstance(policies, ActorCritic) else list(policies)
         self.env, self.rollout, self.seed, self.mapping = env, rollout, seed, mapping
+        self.on_episode_end = on_episode_end
         self.num_envs = n = env.num_envs
         model = self.policies[0]
         self.device = dev = next(model.parameters()).device
@@ -223,9 +226,11 @@ class Sampler:
             s.terminated[rows, cols] = torch.from_numpy(terminated).to(dev)[had]
             s.done[rows, cols] = done
             valid = self.valid[prev]
-            self.episodes.record(
+            ended = self.episodes.record(
                 ids_np[had_np], rewards[had_np], done_np[had_np], valid.cpu().numpy(), info, np.flatnonzero(had_np)
             )
+            for episode in ended:
+                self.on_episode_end(episode, int(self.episodes_started[episode.env]) - 1)
             self.first[prev] = ~valid  # the step after a reset step starts an episode
             self.valid[prev] = ~done  # the step after an episode's end only resets the env
             self.env_steps += len(prev)

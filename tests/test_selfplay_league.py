@@ -1,0 +1,143 @@
+"""The league seats the learner against itself and its snapshots in every match the sampler plays."""
+
+from __future__ import annotations
+
+import queue
+
+import numpy as np
+import pytest
+import torch
+from pettingzoo.classic import tictactoe_v3
+
+from vecfast.multiagent import TurnBasedVectorEnv
+from vecfast.selfplay import Elo, SnapshotPool
+from vecfast.selfplay.league import LEARNER, League, MatchDraw, score_of
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.episodes import EndedEpisode
+from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.sampler import Sampler
+
+CFG = TrainConfig.from_overrides(use_rnn=False, encoder_mlp_layers=(16,))
+
+
+def make_model(env: TurnBasedVectorEnv) -> ActorCritic:
+    return ActorCritic(env.single_observation_space, env.single_action_space, CFG)
+
+
+def perturbed(model: ActorCritic, seed: int) -> None:
+    """Change every weight, as learning would."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator))
+
+
+class RecordingLeague(League):
+    """A league that keeps every draw, by (match, episode)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.history: dict[tuple[int, int], MatchDraw] = {}
+
+    def _draw(self, match: int, episode: int) -> MatchDraw:
+        draw = super()._draw(match, episode)
+        self.history[(match, episode)] = draw
+        return draw
+
+
+def test_the_sampler_plays_the_learner_against_itself_and_snapshots_held_in_seats() -> None:
+    env = TurnBasedVectorEnv([tictactoe_v3.env] * 4)
+    torch.manual_seed(0)
+    learner = make_model(env)
+    elo = Elo()
+    pool = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.5, elo=elo, seed=0)
+    weights = {}
+    for update in (10, 20, 30):  # three snapshots of a learner that changed in between
+        perturbed(learner, update)
+        weights[pool.snapshot(update).name] = {k: v.clone() for k, v in learner.state_dict().items()}
+    league = RecordingLeague(learner, pool, env.num_agents, num_seats=2)
+    sampler = Sampler(
+        env, league.policies, 4, num_slots=3 * env.num_envs, mapping=league.mapping, on_episode_end=league.episode_ended
+    )
+    received = sampler.reset()
+    policy_of_episode: dict[tuple[int, int], set[int]] = {}  # (slot, episode) -> policies that took its steps
+    for _ in range(600):
+        for draw in league.draws.values():  # a seat in use holds its snapshot's weights, bit for bit
+            if draw.opponent_policy != LEARNER:
+                seat = league.policies[draw.opponent_policy]
+                held = league.seat_holds[draw.opponent_policy - 1]
+                assert held == draw.opponent
+                assert all(torch.equal(seat.state_dict()[k], v) for k, v in weights[held].items())
+        active = received.ids_np[np.asarray(sampler.valid[received.ids].tolist())]
+        for slot in active.tolist():
+            episode = int(sampler.episodes_started[slot]) - 1
+            policy_of_episode.setdefault((slot, episode), set()).add(int(sampler.policy_id[slot]))
+        sampler.step(received)
+        while True:  # the slots are freed at once: only the draws are under test
+            try:
+                sampler.release([sampler.full.get_nowait()])
+            except queue.Empty:
+                break
+        received = sampler.observe()
+        assert min(league.seat_users) >= 0
+
+    # every game was played by the draw made when it started: the learner at its seat, the opponent at the other
+    finished = [key for key in league.history if key not in league.draws]
+    assert len(finished) > 100
+    for match, episode in finished:
+        draw = league.history[(match, episode)]
+        for agent in range(env.num_agents):
+            played = policy_of_episode.get((match * env.num_agents + agent, episode), set())
+            assert played <= {LEARNER if agent == draw.learner_agent else draw.opponent_policy}
+    # the learner moves first and second in turn, in every match
+    for match in range(env.num_matches):
+        seats = [league.history[(match, e)].learner_agent for e in range(5)]
+        assert seats == [(match + e) % 2 for e in range(5)]
+    # it met the latest policy and the snapshots; games against snapshots were rated, the others not
+    assert league.games["latest"] > 20 and league.games["snapshot"] > 20
+    rated = sum(record.games for record in elo.table())
+    assert rated == league.games["snapshot"]
+    env.close()
+
+
+def test_a_snapshot_needs_a_free_seat_else_the_match_plays_the_latest_policy() -> None:
+    learner = ActorCritic(
+        TurnBasedVectorEnv([tictactoe_v3.env]).single_observation_space,
+        TurnBasedVectorEnv([tictactoe_v3.env]).single_action_space,
+        CFG,
+    )
+    pool = SnapshotPool(learner, lambda: ActorCritic(learner.observation_space, learner.action_space, CFG), seed=0)
+    pool.latest_probability = 0.0  # always a snapshot
+    first, second = pool.snapshot(1).name, pool.snapshot(2).name
+    league = League(learner, pool, num_agents=2, num_seats=1)
+    draws = {}
+    for match in range(40):  # slot 2 * match is agent 0 of the match
+        league.mapping(2 * match, 0)
+        draws[match] = league.draws[(match, 0)]
+        if len({d.opponent for d in draws.values()}) == 2:
+            break
+    seated = [d for d in draws.values() if d.opponent_policy != LEARNER]
+    assert {d.opponent for d in seated} == {first} or {d.opponent for d in seated} == {second}  # one seat, one name
+    assert any(d.opponent_policy == LEARNER and d.opponent == pool.name for d in draws.values())  # fell back
+    assert league.seat_users == [len(seated)]
+    for match, draw in draws.items():  # every game ends: the seat is free again
+        for agent in range(2):
+            ended = EndedEpisode(2 * match + agent, 1.0 if agent == draw.learner_agent else -1.0, 3, {})
+            league.episode_ended(ended, 0)
+    assert league.seat_users == [0] and not league.draws
+
+
+@pytest.mark.parametrize(
+    ("episode_return", "metrics", "score"),
+    [
+        (1.0, {}, 1.0),
+        (-1.0, {}, 0.0),
+        (0.0, {}, 0.5),
+        (-3.0, {"true_objective": 1.0}, 1.0),
+        (5.0, {"true_objective": 0.0}, 0.0),
+    ],
+)
+def test_a_games_score_is_its_true_objective_else_the_sign_of_its_return(
+    episode_return: float, metrics: dict, score: float
+) -> None:
+    assert score_of(EndedEpisode(0, episode_return, 5, metrics)) == score

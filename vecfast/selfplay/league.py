@@ -1,0 +1,110 @@
+"""Who plays whom when one learning policy trains against itself and its snapshots over a vector env of agent slots.
+
+Each match's episode seats the learner at one agent (alternating between episodes, so it moves first and second
+equally often) and an opponent, drawn by a :class:`~vecfast.selfplay.SnapshotPool`, at the others: the latest
+policy (the learner itself, whose steps on both sides are learned from) or a past snapshot. The sampler acts with
+a fixed list of modules (:attr:`League.policies`): index 0 is the learner's acting copy, the rest are seats that
+hold snapshots. A drawn snapshot is copied into a seat no episode is using; with none free, the match plays the
+latest policy instead. Match results go to the pool, which rates them (Elo) and decides when to snapshot.
+
+The slots of a match must start and end their episodes together (two-player games: ``TurnBasedVectorEnv``,
+Doom duels), so that episode ``k`` of every slot of match ``m`` is the same game.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from vecfast.selfplay.snapshot_pool import SnapshotPool
+from vecfast.trainers.episodes import EndedEpisode
+from vecfast.trainers.models import ActorCritic
+
+LEARNER = 0  # the learner's index among the sampler's policies
+
+
+@dataclass
+class MatchDraw:
+    """Who plays match episode: the learner at ``learner_agent``, ``opponent`` (a pool name) at the others, with
+    the sampler's policy ``opponent_policy``; ``ended`` counts the slots whose episode has finished."""
+
+    learner_agent: int
+    opponent: str
+    opponent_policy: int
+    ended: int = 0
+
+
+def score_of(episode: EndedEpisode) -> float:
+    """The learner's result of a finished game, 1 win, 0.5 draw, 0 loss: the env's ``true_objective`` where it
+    reports one (1 for an outright win), else the sign of the episode's return (zero-sum board games)."""
+    if "true_objective" in episode.metrics:
+        return min(max(episode.metrics["true_objective"], 0.0), 1.0)
+    return 0.5 + 0.5 * float(np.sign(episode.episode_return))
+
+
+class League:
+    """Seats for ``num_agents``-player matches: ``acting`` is the learner's acting model (policy 0), ``num_seats``
+    frozen copies of it hold the snapshots ``pool`` draws. Give :attr:`policies`, :meth:`mapping` and
+    :meth:`episode_ended` to a :class:`~vecfast.trainers.sampler.Sampler`."""
+
+    def __init__(self, acting: ActorCritic, pool: SnapshotPool, num_agents: int, num_seats: int = 2) -> None:
+        if num_agents < 2:
+            raise ValueError(f"self-play needs matches of at least 2 agents, got {num_agents}")
+        if num_seats < 1:
+            raise ValueError(f"num_seats must be >= 1, got {num_seats}")
+        self.pool, self.num_agents = pool, num_agents
+        seats = [copy.deepcopy(acting).eval().requires_grad_(False) for _ in range(num_seats)]
+        self.policies: list[ActorCritic] = [acting, *seats]
+        self.seat_holds: list[str | None] = [None] * num_seats  # the snapshot each seat holds
+        self.seat_users = [0] * num_seats  # slots playing an episode with it
+        self.draws: dict[tuple[int, int], MatchDraw] = {}  # by (match, episode), while the episode lasts
+        self.games = {"latest": 0, "snapshot": 0}
+
+    def mapping(self, env: int, episode: int) -> int:
+        """The sampler's policy for episode ``episode`` of slot ``env``."""
+        match, agent = divmod(env, self.num_agents)
+        draw = self.draws.get((match, episode))
+        if draw is None:
+            draw = self.draws[(match, episode)] = self._draw(match, episode)
+        return LEARNER if agent == draw.learner_agent else draw.opponent_policy
+
+    def episode_ended(self, ended: EndedEpisode, episode: int) -> None:
+        """Slot ``ended.env`` finished its episode ``episode``: the learner's seat reports the result; the last slot
+        of the match frees the draw (and its seat)."""
+        match, agent = divmod(ended.env, self.num_agents)
+        draw = self.draws.get((match, episode))
+        if draw is None:  # an episode that started before this league (a resumed run)
+            return
+        if agent == draw.learner_agent:
+            self.pool.record(draw.opponent, score_of(ended))
+            self.games["latest" if draw.opponent_policy == LEARNER else "snapshot"] += 1
+        draw.ended += 1
+        if draw.ended == self.num_agents:
+            del self.draws[(match, episode)]
+            if draw.opponent_policy != LEARNER:
+                self.seat_users[draw.opponent_policy - 1] -= self.num_agents - 1
+
+    def _draw(self, match: int, episode: int) -> MatchDraw:
+        learner_agent = (match + episode) % self.num_agents
+        opponent = self.pool.draw()
+        if opponent.latest:
+            return MatchDraw(learner_agent, opponent.name, LEARNER)
+        seat = self._seat_for(opponent.name)
+        if seat is None:  # every seat is in use by a game still going on
+            return MatchDraw(learner_agent, self.pool.name, LEARNER)
+        self.seat_users[seat] += self.num_agents - 1
+        return MatchDraw(learner_agent, opponent.name, seat + 1)
+
+    def _seat_for(self, name: str) -> int | None:
+        """A seat holding snapshot ``name``, else a free seat loaded with it, else None."""
+        if name in self.seat_holds:
+            return self.seat_holds.index(name)
+        free = [i for i, users in enumerate(self.seat_users) if users == 0]
+        if not free:
+            return None
+        seat = free[0]
+        self.policies[seat + 1].load_state_dict(self.pool.model(name).state_dict())
+        self.seat_holds[seat] = name
+        return seat
