@@ -141,3 +141,44 @@ def test_a_games_score_is_its_true_objective_else_the_sign_of_its_return(
     episode_return: float, metrics: dict, score: float
 ) -> None:
     assert score_of(EndedEpisode(0, episode_return, 5, metrics)) == score
+
+
+def test_appo_on_a_vector_env_of_agent_slots_self_plays_and_learns_only_from_its_own_steps(tmp_path) -> None:
+    """The async scheme over a turn-based game: a league by default, snapshots every K updates, the learner's
+    batches masked to its own steps, the league's numbers in the metrics, and its books in a weights_only
+    checkpoint that a new trainer restores."""
+    from vecfast.trainers.ppo import PPO
+    from vecfast.trainers.schemes.asynchronous import AsyncTrainer
+
+    env = TurnBasedVectorEnv([tictactoe_v3.env] * 8)
+    cfg = TrainConfig.from_overrides(
+        use_rnn=False, encoder_mlp_layers=(16,), rollout=8, batch_size=64, snapshot_every_updates=2, seed=0
+    )
+    trainer = AsyncTrainer(env, PPO, cfg, total_env_steps=10**6)
+    assert trainer.league is not None and len(trainer.league.policies) == 1 + cfg.opponent_seats
+    learned: list[torch.Tensor] = []
+    learn = trainer.agent.algorithm.learn
+
+    def recording(batch, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        learned.append(batch.policy_id[batch.valid])
+        return learn(batch, *args, **kwargs)
+
+    trainer.agent.algorithm.learn = recording
+    iterations = trainer.iterations()
+    try:
+        metrics = [next(iterations) for _ in range(16)][-1]
+    finally:
+        trainer.close()
+    assert all((ids == LEARNER).all() for ids in learned)  # never from a frozen opponent's steps
+    league = trainer.league
+    assert len(league.pool.snapshots) >= 7  # every 2 updates
+    assert metrics.extra["snapshots"] == len(league.pool.snapshots) and "elo" in metrics.extra
+    assert league.games["snapshot"] > 0
+    path = tmp_path / "state.pt"
+    torch.save(trainer.state_dict(), path)
+    restored = AsyncTrainer(env, PPO, cfg, total_env_steps=10**6)
+    restored.load_state_dict(torch.load(path, weights_only=True))
+    assert list(restored.league.pool.snapshots) == list(league.pool.snapshots)
+    assert restored.league.pool.elo.to_dict() == league.pool.elo.to_dict()
+    restored.close()
+    env.close()

@@ -14,11 +14,17 @@ Doom duels), so that episode ``k`` of every slot of match ``m`` is the same game
 from __future__ import annotations
 
 import copy
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from gymnasium.vector import VectorEnv
 
+from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.snapshot_pool import SnapshotPool
+from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.episodes import EndedEpisode
 from vecfast.trainers.models import ActorCritic
 
@@ -47,7 +53,8 @@ def score_of(episode: EndedEpisode) -> float:
 class League:
     """Seats for ``num_agents``-player matches: ``acting`` is the learner's acting model (policy 0), ``num_seats``
     frozen copies of it hold the snapshots ``pool`` draws. Give :attr:`policies`, :meth:`mapping` and
-    :meth:`episode_ended` to a :class:`~vecfast.trainers.sampler.Sampler`."""
+    :meth:`episode_ended` to a :class:`~vecfast.trainers.sampler.Sampler`, and call :meth:`on_update` after each
+    learner update (from another thread if need be: a lock keeps the pool's books)."""
 
     def __init__(self, acting: ActorCritic, pool: SnapshotPool, num_agents: int, num_seats: int = 2) -> None:
         if num_agents < 2:
@@ -61,30 +68,66 @@ class League:
         self.seat_users = [0] * num_seats  # slots playing an episode with it
         self.draws: dict[tuple[int, int], MatchDraw] = {}  # by (match, episode), while the episode lasts
         self.games = {"latest": 0, "snapshot": 0}
+        self.lock = threading.Lock()
 
     def mapping(self, env: int, episode: int) -> int:
         """The sampler's policy for episode ``episode`` of slot ``env``."""
         match, agent = divmod(env, self.num_agents)
-        draw = self.draws.get((match, episode))
-        if draw is None:
-            draw = self.draws[(match, episode)] = self._draw(match, episode)
+        with self.lock:
+            draw = self.draws.get((match, episode))
+            if draw is None:
+                draw = self.draws[(match, episode)] = self._draw(match, episode)
         return LEARNER if agent == draw.learner_agent else draw.opponent_policy
 
     def episode_ended(self, ended: EndedEpisode, episode: int) -> None:
         """Slot ``ended.env`` finished its episode ``episode``: the learner's seat reports the result; the last slot
         of the match frees the draw (and its seat)."""
         match, agent = divmod(ended.env, self.num_agents)
-        draw = self.draws.get((match, episode))
-        if draw is None:  # an episode that started before this league (a resumed run)
-            return
-        if agent == draw.learner_agent:
-            self.pool.record(draw.opponent, score_of(ended))
-            self.games["latest" if draw.opponent_policy == LEARNER else "snapshot"] += 1
-        draw.ended += 1
-        if draw.ended == self.num_agents:
-            del self.draws[(match, episode)]
-            if draw.opponent_policy != LEARNER:
-                self.seat_users[draw.opponent_policy - 1] -= self.num_agents - 1
+        with self.lock:
+            draw = self.draws.get((match, episode))
+            if draw is None:  # an episode that started before this league (a resumed run)
+                return
+            if agent == draw.learner_agent:
+                self.pool.record(draw.opponent, score_of(ended))
+                self.games["latest" if draw.opponent_policy == LEARNER else "snapshot"] += 1
+            draw.ended += 1
+            if draw.ended == self.num_agents:
+                del self.draws[(match, episode)]
+                if draw.opponent_policy != LEARNER:
+                    self.seat_users[draw.opponent_policy - 1] -= self.num_agents - 1
+
+    def on_update(self, update: int) -> None:
+        """The learner has made update ``update``: snapshot it if one is due."""
+        with self.lock:
+            self.pool.on_update(update)
+
+    def summary(self) -> dict[str, float]:
+        """Numbers for the metrics: the learner's Elo, its score against snapshots, the snapshots and games so far."""
+        with self.lock:
+            out = {
+                "snapshots": float(len(self.pool.snapshots)),
+                "games_vs_latest": float(self.games["latest"]),
+                "games_vs_snapshots": float(self.games["snapshot"]),
+            }
+            if self.pool.elo is not None:
+                out["elo"] = self.pool.elo.rating(self.pool.name)
+            win_rate = self.pool.win_rate()
+            if win_rate is not None:
+                out["score_vs_snapshots"] = win_rate
+            return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data for a checkpoint: the pool (its snapshots' weights when in memory), Elo, the games."""
+        with self.lock:
+            elo = None if self.pool.elo is None else self.pool.elo.to_dict()
+            return {"pool": self.pool.state_dict(), "elo": elo, "games": dict(self.games)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        with self.lock:
+            self.pool.load_state_dict(state["pool"])
+            if state["elo"] is not None:
+                self.pool.elo = Elo.from_dict(state["elo"])
+            self.games = dict(state["games"])
 
     def _draw(self, match: int, episode: int) -> MatchDraw:
         learner_agent = (match + episode) % self.num_agents
@@ -108,3 +151,22 @@ class League:
         self.policies[seat + 1].load_state_dict(self.pool.model(name).state_dict())
         self.seat_holds[seat] = name
         return seat
+
+
+def league_for(env: VectorEnv, acting: ActorCritic, learner: ActorCritic, cfg: TrainConfig) -> League | None:
+    """The league a trainer runs on ``env``: for a vector env of agent slots (``num_agents`` >= 2 per match)
+    with ``cfg.opponent_seats`` > 0, the learner against itself and its snapshots (kept in memory); else None."""
+    num_agents = getattr(env.unwrapped, "num_agents", 1)
+    if num_agents < 2 or not hasattr(env.unwrapped, "match_ids") or cfg.opponent_seats == 0:
+        return None
+    pool = SnapshotPool(
+        learner,
+        lambda: ActorCritic(learner.observation_space, learner.action_space, cfg),
+        snapshot_every_updates=cfg.snapshot_every_updates,
+        win_rate_threshold=cfg.snapshot_win_rate,
+        latest_probability=cfg.latest_opponent_probability,
+        max_loaded=cfg.opponent_seats,
+        elo=Elo(),
+        seed=cfg.seed,
+    )
+    return League(acting, pool, num_agents, cfg.opponent_seats)

@@ -87,6 +87,17 @@ class TrainConfig:
     """Normalise the advantages of each minibatch to mean 0 and std 1."""
     with_vtrace: bool = True
     """APPO: V-trace targets with rho_bar = c_bar = 1; off: GAE on the current values."""
+    # self-play (a vector env of agent slots: TurnBasedVectorEnv, MultiAgentVectorEnv, DoomMatchesVectorEnv)
+    opponent_seats: int = 2
+    """Self-play under the async scheme: frozen models that hold past snapshots of the learner as opponents; each
+    game seats the learner against the latest policy (itself) or a snapshot. 0: the latest plays every seat."""
+    latest_opponent_probability: float = 0.8
+    """Self-play: the share of games against the latest policy; the others draw a past snapshot (OpenAI Five)."""
+    snapshot_every_updates: int = 50
+    """Self-play: learner updates between two snapshots of it."""
+    snapshot_win_rate: float = 0.7
+    """Self-play: a snapshot is also taken once the learner's mean score against the snapshots (win 1, draw 0.5)
+    over its last 100 games reaches this."""
     # distributed (DD-PPO)
     sync_frac: float = 0.6
     """DD-PPO: once this share of the ranks have finished their rollout, the others end theirs early."""
@@ -217,6 +228,16 @@ class TrainConfig:
         if not (self.env_start_timeout is None or _positive_number(self.env_start_timeout)):
             raise ValueError(
                 f"env_start_timeout must be a positive number of seconds or None, got {self.env_start_timeout!r}"
+            )
+        if self.opponent_seats < 0 or self.snapshot_every_updates < 1:
+            raise ValueError(
+                f"opponent_seats must be >= 0 and snapshot_every_updates >= 1, "
+                f"got {self.opponent_seats} and {self.snapshot_every_updates}"
+            )
+        if not 0.0 <= self.latest_opponent_probability <= 1.0 or not 0.0 < self.snapshot_win_rate <= 1.0:
+            raise ValueError(
+                f"latest_opponent_probability must be in [0, 1] and snapshot_win_rate in (0, 1], "
+                f"got {self.latest_opponent_probability} and {self.snapshot_win_rate}"
             )
         if not 0.0 < self.sync_frac <= 1.0 or not 0.0 <= self.min_rollout_fraction <= 1.0:
             raise ValueError(

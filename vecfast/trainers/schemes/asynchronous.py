@@ -12,6 +12,8 @@ scheme is APPO.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import queue
 import threading
 import time
@@ -21,6 +23,7 @@ from typing import Any
 import torch
 from gymnasium.vector import VectorEnv
 
+from vecfast.selfplay.league import LEARNER, league_for
 from vecfast.trainers.agent import Agent
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.metrics import IterationMetrics, PolicyLag
@@ -70,7 +73,18 @@ class AsyncTrainer:
         batch = (cfg.batch_size // cfg.rollout) * cfg.num_batches_per_epoch  # trajectories per iteration
         # each env fills one slot; one batch is being gathered while the next fills up
         num_slots = env.num_envs + 2 * batch
-        self.worker = PolicyWorker(env, self.model, cfg.rollout, num_slots, cfg.seed, cfg.stats_avg)
+        acting = copy.deepcopy(self.model).requires_grad_(False)
+        self.league = league_for(env, acting, self.model, cfg)  # self-play on a vector env of agent slots
+        league = self.league
+        self.worker = PolicyWorker(
+            env,
+            league.policies if league else acting,
+            cfg.rollout,
+            num_slots,
+            cfg.seed,
+            cfg.stats_avg,
+            **({"mapping": league.mapping, "on_episode_end": league.episode_ended} if league else {}),
+        )
         self.sampler = self.worker.sampler
         self.batcher = Batcher(self.sampler, batch)
         self._started = False
@@ -90,10 +104,14 @@ class AsyncTrainer:
             wait_start = time.perf_counter()
             batch = self._next_batch()
             learn_start = time.perf_counter()
+            if self.league is not None:  # the learner learns from its own steps, not its frozen opponents'
+                batch = dataclasses.replace(batch, valid=batch.valid & (batch.policy_id == LEARNER))
             lag = (algorithm.version - batch.policy_version[batch.valid]).float()
             learned = algorithm.learn(
                 batch, sampler.env_steps / self.total_env_steps, on_policy=False, after_step=publish
             )
+            if self.league is not None:
+                self.league.on_update(algorithm.version)
             yield IterationMetrics(
                 env_steps=sampler.env_steps,
                 learner_steps=algorithm.version,
@@ -107,7 +125,7 @@ class AsyncTrainer:
                     "time_inference": sampler.timings.inference,
                     "time_sampler_waiting_slots": sampler.timings.waiting_slots,
                 },
-                extra={"full_trajectories": sampler.full.qsize()},
+                extra={"full_trajectories": sampler.full.qsize(), **(self.league.summary() if self.league else {})},
             )
 
     def _next_batch(self) -> Trajectories:
@@ -123,10 +141,15 @@ class AsyncTrainer:
                 continue
 
     def state_dict(self) -> dict[str, Any]:
-        return self.agent.state_dict(self.sampler.env_steps)
+        state = self.agent.state_dict(self.sampler.env_steps)
+        if self.league is not None:
+            state["league"] = self.league.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sampler.env_steps = self.agent.load_state_dict(state)
+        if self.league is not None and "league" in state:
+            self.league.load_state_dict(state["league"])
         self.worker.publish(self.model, self.agent.algorithm.version)
 
     def close(self) -> None:

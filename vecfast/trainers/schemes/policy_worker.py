@@ -3,7 +3,8 @@
 The rollout workers are the vector env's processes: they only step envs, in two
 alternating groups per worker (double-buffered sampling), and hold no copy of the policy.
 The policy worker (a thread of the training process) runs :class:`~vecfast.trainers.sampler.Sampler` on
-whichever envs finish first (``recv``), acting with its own copy of the policy; a finished trajectory goes to
+whichever envs finish first (``recv``), acting with its own copy of the policy (and, in self-play, frozen
+opponents); a finished trajectory goes to
 the learner's queue. The learner publishes new weights into that copy after each gradient step
 (:meth:`PolicyWorker.publish`), so the next batch already acts with them. A vector env without
 ``send``/``recv`` (or behind a wrapper that does not forward them) is stepped whole instead, with a warning
@@ -12,30 +13,43 @@ that names the cause (:func:`~vecfast.trainers.sampler.async_api`).
 
 from __future__ import annotations
 
-import copy
 import threading
+from collections.abc import Callable, Sequence
 
 import torch
 from gymnasium.vector import VectorEnv
 
+from vecfast.trainers.episodes import EndedEpisode
 from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import Sampler, async_api
+from vecfast.trainers.sampler import PolicyMapping, Sampler, async_api, only_policy
 
 
 class PolicyWorker(threading.Thread):
     """The sampler's thread: ``recv``, act, ``send``, until told to stop; an error is kept for the learner."""
 
     def __init__(
-        self, env: VectorEnv, model: ActorCritic, rollout: int, num_slots: int, seed: int | None, stats_avg: int
+        self,
+        env: VectorEnv,
+        policies: ActorCritic | Sequence[ActorCritic],
+        rollout: int,
+        num_slots: int,
+        seed: int | None,
+        stats_avg: int,
+        *,
+        mapping: PolicyMapping = only_policy,
+        on_episode_end: Callable[[EndedEpisode, int], None] = lambda episode, number: None,
     ) -> None:
+        """``policies``: the models the sampler acts with, used as they are (the learner's acting copy first:
+        :meth:`publish` copies new weights into it)."""
         super().__init__(name="vecfast-policy-worker", daemon=True)
         self.stop_event = threading.Event()
-        acting = copy.deepcopy(model).requires_grad_(False)
         self.sampler = Sampler(
             async_api(env),
-            acting,
+            policies,
             rollout,
             num_slots,
+            mapping=mapping,
+            on_episode_end=on_episode_end,
             seed=seed,
             stats_avg=stats_avg,
             should_stop=self.stop_event.is_set,
