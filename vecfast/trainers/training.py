@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,11 +93,13 @@ def _build_env(
     has one (unless the scheme samples double-buffered, with send/recv), else an AsyncSharedMemVectorEnv."""
     if isinstance(env, VectorEnv):
         return env
-    if callable(env):
-        built = env()
-        if not isinstance(built, VectorEnv):
-            raise TypeError(f"the env factory returned {type(built).__name__}, not a gymnasium VectorEnv")
-        return built
+    if not isinstance(env, str):
+        made = env() if callable(env) else None
+        if isinstance(made, VectorEnv):
+            return made
+        from vecfast.multiagent.from_pettingzoo import vector_env_from  # a PettingZoo env (the pettingzoo extra)
+
+        return vector_env_from(env, cfg.num_envs, cfg.num_workers, made)  # one match per env
     if not double_buffered and _find_spec(env).vector_entry_point is not None:
         return make_vec(env, num_envs=cfg.num_envs, **env_kwargs)  # a batched simulator beats any process pool
     vector_kwargs: dict[str, Any] = {
@@ -113,6 +116,8 @@ def _build_env(
 def _env_name(env: str | Callable[[], VectorEnv] | VectorEnv, built: VectorEnv) -> str:
     if isinstance(env, str):
         return env
+    if isinstance(env, types.ModuleType):  # a PettingZoo env's module: connect_four_v3
+        return env.__name__.rsplit(".", 1)[-1]
     spec = getattr(built.unwrapped, "spec", None) or getattr(built, "spec", None)
     return spec.id if spec is not None else type(built.unwrapped).__name__
 
@@ -183,7 +188,12 @@ def train(
     ``env``: a registered gymnasium id (vecfast builds the env's batched ``vector_entry_point``
     where it has one, else an AsyncSharedMemVectorEnv of ``num_workers * num_envs_per_worker``
     envs, double-buffered for the asynchronous scheme), a function that returns a VectorEnv,
-    or a VectorEnv (which is left open). ``algo``: a registered algorithm (``"ppo"``) run under
+    or a VectorEnv (which is left open). A PettingZoo env (``pettingzoo.classic.connect_four_v3``,
+    ``vecfast.multiagent.doom_duel_v0``: the module, an env, or a function making one) trains on
+    ``num_workers * num_envs_per_worker`` matches as one vector env of agent slots
+    (:mod:`vecfast.multiagent.from_pettingzoo`); under the asynchronous scheme (``"appo"``, the default)
+    the learner plays itself and its past snapshots (:mod:`vecfast.selfplay.league`; ``opponent_seats=0``:
+    itself only), and ``metrics.jsonl`` holds its Elo. ``algo``: a registered algorithm (``"ppo"``) run under
     ``scheme`` (``"sync"``, the default, ``"async"`` or ``"distributed"``), or a pair's name:
     ``"appo"`` (PPO, async) or ``"ddppo"`` (PPO, distributed). ``overrides``: any
     :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``. ``env_kwargs``:

@@ -1,0 +1,62 @@
+"""A vector env of agent slots from whatever a PettingZoo user has: a module, an env, or a function making one.
+
+``vecfast.train`` (and your own loop) take any of:
+
+* a module with ``vector_env(num_matches)`` (vecfast's Doom matches, whose players share worker processes),
+  else ``parallel_env()`` (simultaneous moves: :class:`MultiAgentVectorEnv`), else ``env()`` (turn-based AEC
+  games such as ``pettingzoo.classic.connect_four_v3``: :class:`TurnBasedVectorEnv`);
+* a function that returns a PettingZoo ``AECEnv`` or ``ParallelEnv`` (called once per match);
+* an ``AECEnv`` or ``ParallelEnv`` itself, which is one match.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from gymnasium.vector import VectorEnv
+from pettingzoo import AECEnv, ParallelEnv
+
+from vecfast.multiagent.turn_based import TurnBasedVectorEnv
+from vecfast.multiagent.vector_env import MultiAgentVectorEnv
+
+
+def vector_env_from(source: Any, num_matches: int, num_workers: int | None = None, made: Any = None) -> VectorEnv:
+    """``num_matches`` matches of ``source`` (a module, an env or a function, see the module docstring) as one
+    vector env of agent slots; an env instance is one match. ``made``: an env the function has made already.
+    ``num_workers``: processes for simultaneous-move matches."""
+    if isinstance(source, (AECEnv, ParallelEnv)):
+        return _matches(lambda: source, isinstance(source, AECEnv), 1, num_workers)
+    if isinstance(source, types.ModuleType):
+        if callable(getattr(source, "vector_env", None)):
+            return source.vector_env(num_matches)
+        if callable(getattr(source, "parallel_env", None)):
+            return _matches(source.parallel_env, False, num_matches, num_workers)
+        if callable(getattr(source, "env", None)):
+            return _matches(source.env, True, num_matches, num_workers)
+        raise TypeError(
+            f"module {source.__name__} has no vector_env(), parallel_env() or env() to make a PettingZoo env"
+        )
+    made = source() if made is None else made
+    if isinstance(made, AECEnv):
+        return _matches(source, True, num_matches, num_workers, made)
+    if isinstance(made, ParallelEnv):
+        made.close()  # simultaneous-move matches are made in their worker processes
+        return _matches(source, False, num_matches, num_workers)
+    raise TypeError(
+        f"the env factory returned {type(made).__name__}: expected a gymnasium VectorEnv or a PettingZoo "
+        "AECEnv or ParallelEnv"
+    )
+
+
+def _matches(
+    factory: Callable[[], Any], turn_based: bool, num_matches: int, num_workers: int | None, first: Any = None
+) -> VectorEnv:
+    """Turn-based matches run in this process (``first``, one made already, plays match 0); simultaneous-move
+    ones in worker processes."""
+    if turn_based:
+        made = [lambda: first] if first is not None else []
+        return TurnBasedVectorEnv(made + [factory] * (num_matches - len(made)))
+    workers = {} if num_workers is None else {"num_workers": min(num_workers, num_matches)}
+    return MultiAgentVectorEnv([factory] * num_matches, **workers)
