@@ -22,7 +22,6 @@ evaluates what a stopped chunk left unevaluated.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import tempfile
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from result_rows import append_row, rows_of
 from train_appo import parse_overrides
 
 from vecfast.trainers import ActorCritic, TrainConfig, evaluate, train
@@ -55,26 +55,7 @@ def untrained_policy(run_dir: Path) -> ActorCritic:
 
 def evaluated_frames(csv_path: Path, run: str) -> set[int]:
     """The env frames of the run's points already in the file."""
-    if not csv_path.exists():
-        return set()
-    with open(csv_path, newline="") as f:
-        return {int(row["env_frames"]) for row in csv.DictReader(f) if row["run"] == run}
-
-
-def append_row(csv_path: Path, row: dict[str, Any]) -> None:
-    """Append one point, writing the header first into a new file (a file of other columns is refused)."""
-    new = not csv_path.exists() or csv_path.stat().st_size == 0
-    if not new:
-        with open(csv_path, newline="") as f:
-            header = next(csv.reader(f), [])
-        if header != COLUMNS:
-            raise ValueError(f"{csv_path} has the columns {header}, not {COLUMNS}: write to another --csv")
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(csv_path, "a", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in row.items()})
+    return {int(row["env_frames"]) for row in rows_of(csv_path, run)}
 
 
 def curve(run_dir: Path, episodes: int, num_envs: int, csv_path: Path) -> list[dict[str, Any]]:
@@ -111,7 +92,7 @@ def curve(run_dir: Path, episodes: int, num_envs: int, csv_path: Path) -> list[d
             row[f"spl_{mode}"] = result.spl
             row[f"return_{mode}"] = result.mean_return
             row[f"length_{mode}"] = result.mean_length
-        append_row(csv_path, row)
+        append_row(csv_path, COLUMNS, row)
         rows.append(row)
         print(
             f"{minutes:7.1f} min {row['env_frames']:>11,} frames  "

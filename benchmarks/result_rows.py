@@ -1,0 +1,32 @@
+"""Result files that grow across sessions: one CSV row appended per point as soon as it is measured."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+
+def append_row(csv_path: Path, columns: list[str], row: dict[str, Any]) -> None:
+    """Append one row, writing the header first into a new file (a file of other columns is refused, so that two
+    benchmarks never mix their rows in one file)."""
+    new = not csv_path.exists() or csv_path.stat().st_size == 0
+    if not new:
+        with open(csv_path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != columns:
+            raise ValueError(f"{csv_path} has the columns {header}, not {columns}: write to another --csv")
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(csv_path, "a", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        if new:
+            writer.writeheader()
+        writer.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in row.items()})
+
+
+def rows_of(csv_path: Path, run: str) -> list[dict[str, str]]:
+    """The rows of run ``run`` already in the file (none if there is no file)."""
+    if not csv_path.exists():
+        return []
+    with open(csv_path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row["run"] == run]
