@@ -4,10 +4,13 @@
 copies of a learning policy and draws its opponents (latest or past); :class:`PBTController` decides, by
 Sample Factory's population-based training rules, which policies copy which and how their hyperparameters and
 reward shaping mutate. None of them steps an env or a model: they keep the books and the loop applies them.
+:func:`~vecfast.selfplay.bots.random_bot` and :func:`~vecfast.selfplay.bots.one_ply_connect_four` are fixed
+opponents to measure against; :func:`vecfast.selfplay.matches.play_games` (PettingZoo) plays the games.
 """
 
 from __future__ import annotations
 
+from vecfast.selfplay.bots import Bot, one_ply_connect_four, random_bot
 from vecfast.selfplay.elo import Elo, PairRecord, expected_score
 from vecfast.selfplay.pbt import (
     HYPERPARAMETERS,
@@ -21,6 +24,7 @@ from vecfast.selfplay.snapshot_pool import Opponent, Snapshot, SnapshotPool
 
 __all__ = [
     "HYPERPARAMETERS",
+    "Bot",
     "Elo",
     "Opponent",
     "PBTConfig",
@@ -32,4 +36,6 @@ __all__ = [
     "SnapshotPool",
     "expected_score",
     "hyperparameters_of",
+    "one_ply_connect_four",
+    "random_bot",
 ]

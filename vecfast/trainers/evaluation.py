@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
+import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -29,6 +31,9 @@ from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors, ob
 from vecfast.trainers.training import TrainResult, load_policy
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.make import make_vec
+
+if TYPE_CHECKING:
+    from vecfast.selfplay.matches import OpponentArg
 
 DEFAULT_MAX_ENVS = 8  # envs evaluate builds at most, by default
 # vector envs whose reset takes options["reset_mask"] in every autoreset mode (gymnasium >= 1.1's and vecfast's)
@@ -103,6 +108,7 @@ def evaluate(
     max_steps: int | None = None,
     on_frame: Callable[[np.ndarray], None] | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
+    opponent: OpponentArg | None = None,
 ) -> EvalResult:
     """Run ``episodes`` whole episodes of a policy and return their :class:`EvalResult`.
 
@@ -131,6 +137,16 @@ def evaluate(
     ``on_frame``: called with env 0's frame (``env.render()[0]``) after every step that counts
     towards one of env 0's episodes (a built env renders ``rgb_array``); with ``num_envs=1``
     that is a video of every episode in order.
+
+    A PettingZoo two-player game (``env``: a module such as ``pettingzoo.classic.connect_four_v3``, whose
+    ``env(**env_kwargs)`` makes it, or with ``opponent`` given a function making an AEC env; a run trained on
+    a module needs ``env=`` too) plays ``episodes`` whole games against ``opponent`` (default ``"random"``), as
+    :func:`vecfast.selfplay.matches.play_games` plays them: seats alternate game by game, game ``g`` resets
+    with ``seed + g``. ``opponent``: ``"random"`` (a random legal move), ``"initial"`` (the untrained model of
+    the run's config, initialised from ``seed``), a run directory or checkpoint, an ActorCritic, or a bot
+    ``bot(observation) -> action`` (:mod:`vecfast.selfplay.bots`). Returns and lengths are the policy's (its
+    rewards and its moves); the metrics ``win_rate``, ``draw_rate`` and ``loss_rate`` count games by the sign
+    of its return. ``num_envs``, ``max_steps`` and ``on_frame`` do not apply to games.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -138,6 +154,12 @@ def evaluate(
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policy, run_dir = _policy(policy_or_run_dir, which)
     env_kwargs = dict(env_kwargs or {})
+    if opponent is not None or isinstance(env, types.ModuleType):
+        unsupported = {"num_envs": num_envs, "max_steps": max_steps, "on_frame": on_frame}
+        if any(value is not None for value in unsupported.values()):
+            given = ", ".join(k for k, v in unsupported.items() if v is not None)
+            raise ValueError(f"{given}: not for games against an opponent, which play whole games one at a time")
+        return _games(policy, run_dir, env, opponent or "random", episodes, deterministic, seed, env_kwargs)
     if run_dir is not None and (env is None or isinstance(env, str)):
         run = run_env(run_dir, required=env is None)
         if run is not None and env in (None, run.id):
@@ -149,11 +171,7 @@ def evaluate(
         _check_spaces(policy, vec_env)
         if on_frame is not None and vec_env.render_mode != "rgb_array":
             raise ValueError(f"on_frame needs an env with render_mode='rgb_array', got {vec_env.render_mode!r}")
-        device = next(policy.parameters()).device
-        rng_devices = [device] if device.type == "cuda" else []
-        with _one_torch_thread(), torch.no_grad(), torch.random.fork_rng(devices=rng_devices):
-            if seed is not None:
-                torch.manual_seed(seed)
+        with _acting(policy, seed):
             return _Episodes(policy, vec_env, episodes, deterministic, seed, max_steps, on_frame).run()
     finally:
         if vec_env is not env:
@@ -241,22 +259,72 @@ class _Episodes:
 
     def _result(self) -> EvalResult:
         flat = [episode for per_env in self.episodes for episode in per_env]
-        returns = np.array([r for r, _, _ in flat], dtype=np.float64)
-        lengths = np.array([n for _, n, _ in flat], dtype=np.int64)
         reported: dict[str, list[float]] = {}
         for _, _, metrics in flat:
             for key, value in metrics.items():
                 reported.setdefault(key, []).append(value)
-        return EvalResult(
-            episodes=len(flat),
-            mean_return=float(returns.mean()),
-            std_return=float(returns.std()),
-            mean_length=float(lengths.mean()),
-            returns=tuple(returns.tolist()),
-            lengths=tuple(lengths.tolist()),
-            metrics={key: float(np.mean(values)) for key, values in sorted(reported.items())},
-            cut_episodes=self.cut,
+        metrics = {key: float(np.mean(values)) for key, values in sorted(reported.items())}
+        return _summarise([r for r, _, _ in flat], [n for _, n, _ in flat], metrics, self.cut)
+
+
+def _summarise(returns: Any, lengths: Any, metrics: dict[str, float], cut_episodes: int = 0) -> EvalResult:
+    returns, lengths = np.asarray(returns, dtype=np.float64), np.asarray(lengths, dtype=np.int64)
+    return EvalResult(
+        episodes=len(returns),
+        mean_return=float(returns.mean()),
+        std_return=float(returns.std()),
+        mean_length=float(lengths.mean()),
+        returns=tuple(returns.tolist()),
+        lengths=tuple(lengths.tolist()),
+        metrics=metrics,
+        cut_episodes=cut_episodes,
+    )
+
+
+def _games(
+    policy: ActorCritic,
+    source: Path | None,
+    env: Any,
+    opponent: OpponentArg,
+    games: int,
+    deterministic: bool,
+    seed: int | None,
+    env_kwargs: dict[str, Any],
+) -> EvalResult:
+    """:func:`evaluate` on a PettingZoo game: ``games`` whole games against ``opponent``."""
+    from vecfast.selfplay.matches import opponent_from, play_games  # the pettingzoo extra
+
+    if isinstance(env, types.ModuleType):
+        if not callable(getattr(env, "env", None)):
+            raise ValueError(f"module {env.__name__} has no env() to make a PettingZoo AEC env")
+        env = env.env
+    if not callable(env):
+        raise ValueError(
+            "games against an opponent need env= a PettingZoo module such as pettingzoo.classic.connect_four_v3 "
+            f"or a function making a PettingZoo AEC env (a run's config.json names only the module), got {env!r}"
         )
+    with _acting(policy, seed):
+        results = play_games(
+            policy,
+            opponent_from(opponent, policy, source, seed),
+            functools.partial(env, **env_kwargs),
+            games,
+            seed,
+            deterministic,
+        )
+    rates = {"win_rate": results.win_rate, "draw_rate": results.draw_rate, "loss_rate": results.loss_rate}
+    return _summarise(results.returns, results.lengths, rates)
+
+
+@contextlib.contextmanager
+def _acting(policy: ActorCritic, seed: int | None) -> Iterator[None]:
+    """Act without gradients on one torch thread, torch's RNG seeded with ``seed`` for the while, then restored."""
+    device = next(policy.parameters()).device
+    rng_devices = [device] if device.type == "cuda" else []
+    with _one_torch_thread(), torch.no_grad(), torch.random.fork_rng(devices=rng_devices):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
 
 
 @contextlib.contextmanager

@@ -1,0 +1,76 @@
+"""Fixed opponents for measuring a self-play policy: callables ``bot(observation) -> action``.
+
+A bot gets the PettingZoo observation of the agent it plays (``action_mask`` included) and returns a legal
+action. A policy trained only against itself can look strong in Elo and still lose to simple play; these bots
+give a fixed yardstick across runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+Bot = Callable[[Mapping[str, Any]], int]
+
+_ROWS, _COLUMNS = 6, 7
+_LINES = ((0, 1), (1, 0), (1, 1), (1, -1))  # horizontal, vertical and both diagonals, as (row, column) steps
+
+
+def random_bot(seed: int | None = None) -> Bot:
+    """A uniformly random legal action (from ``observation["action_mask"]``): the weakest sensible yardstick."""
+    rng = np.random.default_rng(seed)
+
+    def bot(observation: Mapping[str, Any]) -> int:
+        return int(rng.choice(_legal(observation)))
+
+    return bot
+
+
+def one_ply_connect_four(seed: int | None = None) -> Bot:
+    """Connect four (``pettingzoo.classic.connect_four_v3``) looking one move ahead: a winning move if there is
+    one, else a block of the opponent's winning move, else a random legal move. It beats random play almost
+    always, so a policy that cannot beat it has not learned tactics."""
+    rng = np.random.default_rng(seed)
+
+    def bot(observation: Mapping[str, Any]) -> int:
+        board = np.asarray(observation["observation"]).astype(bool)  # (6, 7, 2): mine, the opponent's
+        legal = _legal(observation)
+        for plane in (0, 1):  # win first, else block
+            for column in legal:
+                if _connects_four(board[..., plane], _landing_row(board, column), column):
+                    return int(column)
+        return int(rng.choice(legal))
+
+    return bot
+
+
+def _legal(observation: Mapping[str, Any]) -> np.ndarray:
+    legal = np.flatnonzero(observation["action_mask"])
+    if legal.size == 0:
+        raise ValueError("the observation's action_mask allows no action: a bot only moves on its own turn")
+    return legal
+
+
+def _landing_row(board: np.ndarray, column: int) -> int:
+    """The row a piece dropped in ``column`` lands on: row 0 is the top, pieces fall to the lowest empty row."""
+    empty = np.flatnonzero(~board[:, column].any(axis=-1))
+    return int(empty[-1])
+
+
+def _connects_four(pieces: np.ndarray, row: int, column: int) -> bool:
+    """Whether a piece at (``row``, ``column``) joins ``pieces`` (one player's, (6, 7) bool) into four in a line."""
+    for dr, dc in _LINES:
+        count = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, column + sign * dc
+            while 0 <= r < _ROWS and 0 <= c < _COLUMNS and pieces[r, c]:
+                count += 1
+                r, c = r + sign * dr, c + sign * dc
+        if count >= 4:
+            return True
+    return False
+
+
+__all__ = ["Bot", "one_ply_connect_four", "random_bot"]
