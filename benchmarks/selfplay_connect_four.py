@@ -1,0 +1,106 @@
+"""Self-play on connect four: win rates against the initial policy and a one-ply bot over training time, per seed.
+
+    python benchmarks/selfplay_connect_four.py --minutes 30 --seeds 0-2 --checkpoint-every-min 5 --games 200
+
+Each seed trains ``vecfast.train(connect_four_v3)`` (APPO: the learner against itself and its snapshots) for
+``--minutes``, keeping a checkpoint every ``--checkpoint-every-min``, in ``--runs/seed<N>``. Every checkpoint then
+plays ``--games`` games (seats alternated; both sides sample their moves, as deterministic play of two fixed
+policies repeats the same two games) against the untrained policy of the same
+config (``opponent="initial"``) and against a one-ply bot (it takes a winning move if there is one, blocks the
+opponent's if there is one, else plays a random legal move), and its row (run, seed, minutes, env steps, the
+learner's Elo, win/draw/loss rates against each) is appended to ``--csv`` as soon as it is measured. Points
+already in the file are not played again, and ``--resume`` trains a seed's run on for ``--minutes`` more, so a
+curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against the initial policy and
+>= 0.5 against the one-ply bot within 30 minutes, on 3 seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from learning_seeds import parse_seeds
+from pettingzoo.classic import connect_four_v3
+from result_rows import append_row, rows_of
+from train_appo import parse_overrides
+
+from vecfast.selfplay import one_ply_connect_four
+from vecfast.trainers import evaluate, train
+from vecfast.trainers.plot import read_metrics, training_seconds
+from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint
+
+CSV = Path(__file__).parent / "results" / "selfplay_connect_four.csv"
+OPPONENTS = {"initial": lambda: "initial", "one_ply": lambda: one_ply_connect_four(seed=0)}
+COLUMNS = ["run", "seed", "minutes", "env_steps", "elo", "games"] + [
+    f"{outcome}_vs_{name}" for name in OPPONENTS for outcome in ("win", "draw", "loss")
+]
+
+
+def curve(run_dir: Path, seed: int, games: int, csv_path: Path) -> list[dict[str, Any]]:
+    """Play the run's checkpoints not yet in ``csv_path`` against each opponent, appending each row at once."""
+    done = {int(row["env_steps"]) for row in rows_of(csv_path, run_dir.name)}
+    seconds_at = training_seconds(run_dir)
+    elo_at = {m["env_steps"]: m["elo"] for m in read_metrics(run_dir) if "elo" in m}
+    rows = []
+    for path in sorted(last_checkpoints(run_dir), key=lambda p: load_checkpoint(p)["env_steps"]):
+        steps = load_checkpoint(path)["env_steps"]
+        if steps in done:
+            continue
+        row: dict[str, Any] = {
+            "run": run_dir.name,
+            "seed": seed,
+            "minutes": seconds_at.get(steps, float("nan")) / 60,
+            "env_steps": steps,
+            "elo": elo_at.get(steps, float("nan")),
+            "games": games,
+        }
+        for name, opponent in OPPONENTS.items():
+            result = evaluate(
+                path, env=connect_four_v3, opponent=opponent(), episodes=games, seed=seed, deterministic=False
+            )
+            for outcome in ("win", "draw", "loss"):
+                row[f"{outcome}_vs_{name}"] = result.metrics[f"{outcome}_rate"]
+        append_row(csv_path, COLUMNS, row)
+        rows.append(row)
+        print(
+            f"seed {seed} {row['minutes']:6.1f} min {steps:>11,} steps  elo {row['elo']:7.1f}  "
+            + "  ".join(f"vs {name}: win {row[f'win_vs_{name}']:.3f}" for name in OPPONENTS),
+            flush=True,
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0, help="training time per seed (0: play only)")
+    parser.add_argument("--seeds", type=parse_seeds, default=[0, 1, 2])
+    parser.add_argument("--checkpoint-every-min", type=float, default=5.0)
+    parser.add_argument("--games", type=int, default=200, help="games per opponent per point, seats alternated")
+    parser.add_argument("--runs", type=Path, default=Path("runs/selfplay_connect_four"), help="seed<N>/ per seed")
+    parser.add_argument("--resume", action="store_true", help="train each seed's run on for --minutes more")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--csv", type=Path, default=CSV, help="the curve's file, one row appended per point")
+    args = parser.parse_args()
+    for seed in args.seeds:
+        run_dir = args.runs / f"seed{seed}"
+        if args.minutes > 0:
+            result = train(
+                connect_four_v3,
+                total_env_steps=10**10,
+                run_dir=run_dir,
+                resume=args.resume,
+                seed=seed,
+                train_for_seconds=args.minutes * 60,
+                save_every_sec=args.checkpoint_every_min * 60,
+                keep_checkpoints=1000,
+                save_best_every_sec=None,
+                **parse_overrides(args.set),
+            )
+            print(json.dumps({"seed": seed, "env_steps": result.stats["env_steps"], "fps": result.stats["fps"]}))
+        curve(run_dir, seed, args.games, args.csv)
+
+
+if __name__ == "__main__":
+    main()
