@@ -111,6 +111,7 @@ def test_every_subpackage_is_an_attribute_of_the_package() -> None:
         "train",
         "envs",
         "multiagent",
+        "selfplay",
         "trainers",
         "vector",
         "wrappers",

@@ -11,7 +11,7 @@ __all__ = ["AsyncSharedMemVectorEnv", "EvalResult", "TrainResult", "__version__"
 
 # Subpackages that load on first use (``vecfast.wrappers.pettingzoo_to_vector`` after ``import vecfast``):
 # trainers load torch, multiagent and wrappers what their adapters need.
-_SUBPACKAGES = ("envs", "multiagent", "trainers", "vector", "wrappers")
+_SUBPACKAGES = ("envs", "multiagent", "selfplay", "trainers", "vector", "wrappers")
 _TRAINER_NAMES = ("train", "TrainResult", "evaluate", "EvalResult")
 
 
