@@ -4,6 +4,7 @@ their children) is closed or killed when the test ends, whether it passed or not
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -75,3 +76,10 @@ def make_sync() -> Iterator[Callable[..., SyncVectorEnv]]:
     yield make
     for env in created:
         env.close()
+
+
+@pytest.fixture
+def scratch_in_tmp_path(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Libraries the test drives keep their scratch files in its tmp_path, not the system's temp dir: SB3's
+    ``learn()`` makes ``SB3-<time>`` there (its logger's folder) on every call, and never removes it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -30,6 +30,8 @@ from vecfast.vector import EnvError, InvalidActionError
 from vecfast.wrappers.pettingzoo import pettingzoo_to_vector
 from vecfast.wrappers.sb3 import SB3VecEnv
 
+pytestmark = pytest.mark.usefixtures("scratch_in_tmp_path")  # SB3 leaves SB3-<time> in the temp dir
+
 # Agents die when they touch the top or bottom wall: with random actions some die early.
 kaz = functools.partial(knights_archers_zombies_v11.parallel_env, max_cycles=60, line_death=True)
 rps = functools.partial(rps_v2.parallel_env, max_cycles=7)

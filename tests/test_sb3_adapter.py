@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import operator
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -41,6 +43,9 @@ from test_process_lifecycle import vizdoom_cwd
 
 from vecfast import make_vec as vecfast_make_vec
 from vecfast.wrappers.sb3 import SB3Bridge, SB3VecEnv, make_vec_env
+
+pytestmark = pytest.mark.usefixtures("scratch_in_tmp_path")  # SB3 leaves SB3-<time> in the temp dir
+SYSTEM_TEMP_DIR = tempfile.gettempdir()
 
 NUM_ENVS = 5
 STEPS = 300
@@ -435,5 +440,7 @@ def test_over_vecfast_make_vec(closing):
         )
     )
     model = PPO("MlpPolicy", VecMonitor(venv), n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    scratch = set(Path(SYSTEM_TEMP_DIR).glob("SB3-*"))
     model.learn(total_timesteps=512)
     assert len(model.ep_info_buffer) > 0
+    assert set(Path(SYSTEM_TEMP_DIR).glob("SB3-*")) == scratch  # SB3's logger folder went to the test's tmp_path
