@@ -226,15 +226,16 @@ class Sampler:
             s.terminated[rows, cols] = torch.from_numpy(terminated).to(dev)[had]
             s.done[rows, cols] = done
             valid = self.valid[prev]
+            valid_np = valid.cpu().numpy()
             ended = self.episodes.record(
-                ids_np[had_np], rewards[had_np], done_np[had_np], valid.cpu().numpy(), info, np.flatnonzero(had_np)
+                ids_np[had_np], rewards[had_np], done_np[had_np], valid_np, info, np.flatnonzero(had_np)
             )
             for episode in ended:
                 self.on_episode_end(episode, int(self.episodes_started[episode.env]) - 1)
             self.first[prev] = ~valid  # the step after a reset step starts an episode
             self.valid[prev] = ~done  # the step after an episode's end only resets the env
             self.env_steps += len(prev)
-            self._choose_policies(prev[~valid].cpu().numpy())
+            self._choose_policies(ids_np[had_np][~valid_np])
         return Received(ids_np, ids, obs_to_tensors(as_obs_dict(obs), dev))
 
     def step(self, received: Received) -> None:
@@ -291,7 +292,7 @@ class Sampler:
         state, first = self.state[ids], self.first[ids]
         parts: list[tuple[torch.Tensor, Acted]] = []
         with self.lock, torch.no_grad():
-            for p in policy_id.unique().tolist():
+            for p in policy_id.unique().tolist() if len(self.policies) > 1 else [0]:
                 rows = (policy_id == p).nonzero().squeeze(1)
                 whole = len(rows) == len(ids)  # one policy for the batch: no copies
                 model = self.policies[p]
