@@ -20,7 +20,9 @@ from vecfast.envs.nav import BatchedPointNavEnv
 from vecfast.envs.nav.scenes import make_scenes
 from vecfast.trainers import ActorCritic, EvalResult, TrainConfig, TrainResult, evaluate, load_policy, train
 from vecfast.trainers.enjoy import enjoy
+from vecfast.trainers.episodes import EndedEpisode
 from vecfast.trainers.evaluation import make_eval_env
+from vecfast.trainers.sampler import Sampler, StepAsRecv
 
 FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
 TINY = {"encoder_mlp_layers": (16,), "rnn_size": 16, "nonlinearity": "tanh"}
@@ -183,6 +185,28 @@ def test_the_recurrent_state_restarts_on_each_episodes_first_observation(mode: A
     assert len(seen) >= 12
     for position, first in seen:
         np.testing.assert_array_equal(first, position == 0)
+    env.close()
+
+
+def test_evaluate_counts_the_episodes_the_trainers_sampler_counts() -> None:
+    """One rule for where episodes begin and end: the sampler's finished episodes, env by env, are evaluate's."""
+    env = countdown_envs([2, 3])
+    policy = policy_for(env, use_rnn=True)
+    heard: list[EndedEpisode] = []
+    sampler = Sampler(StepAsRecv(env), policy, 4, 2, on_episode_end=lambda e, number: heard.append(e), seed=0)
+    received = sampler.reset()
+    for _ in range(3):
+        for _ in range(4):
+            sampler.step(received)
+            received = sampler.observe()
+        sampler.end_trajectories(received)
+        sampler.release(sampler.take_full(2))
+    by_env = [[e for e in heard if e.env == i][:3] for i in range(2)]
+    result = evaluate(policy, env, episodes=6)
+    assert result.lengths == tuple(e.length for per_env in by_env for e in per_env) == (2, 2, 2, 3, 3, 3)
+    assert result.returns == tuple(e.episode_return for per_env in by_env for e in per_env)
+    assert result.metrics == {"score": 25.0, "steps": 2.5, "won": 1.0}
+    assert all(e.metrics == {"score": 10.0 * e.length, "steps": e.length, "won": 1.0} for e in heard)
     env.close()
 
 

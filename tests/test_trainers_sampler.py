@@ -1,16 +1,19 @@
 """The sampler with several policies: each episode is played by the policy ``mapping`` chose when it started,
-each step runs one inference batch per policy, and every stored step says which policy took it."""
+each step runs one inference batch per policy, and every stored step says which policy took it; where episodes
+begin and end (the rule evaluate shares) in every autoreset mode."""
 
 from __future__ import annotations
 
 import functools
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from test_trainers_appo import EpisodeCounterEnv, assert_consistent
 
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
 from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.sampler import Sampler, StepAsRecv
 
@@ -85,3 +88,34 @@ def test_each_episode_is_played_by_the_policy_mapped_when_it_started(use_rnn: bo
     for i in range(env.num_envs):
         assert [e for j, e in drawn if j == i] == list(range(sampler.episodes_started[i]))
     env.close()
+
+
+@pytest.mark.parametrize("mode", list(gym.vector.AutoresetMode))
+def test_episode_boundaries_follow_the_autoreset_mode(mode: gym.vector.AutoresetMode) -> None:
+    """The one rule of the sampler and evaluate: env 0 ends an episode, env 1 does not, then both are reset."""
+    boundaries = EpisodeBoundaries(2, mode)
+    assert boundaries.first.tolist() == [True, True] and boundaries.valid.tolist() == [True, True]
+    done = torch.tensor([True, False])
+    boundaries.stepped(slice(None), boundaries.valid.clone(), done)
+    if mode == gym.vector.AutoresetMode.NEXT_STEP:
+        # env 0's next step only resets it; the observation after that starts its next episode
+        assert boundaries.first.tolist() == [False, False] and boundaries.valid.tolist() == [False, True]
+        boundaries.stepped(slice(None), boundaries.valid.clone(), torch.tensor([False, False]))
+        assert boundaries.first.tolist() == [True, False] and boundaries.valid.tolist() == [True, True]
+    else:  # the observation returned with the end starts the next episode (DISABLED: after the caller's reset)
+        assert boundaries.first.tolist() == [True, False] and boundaries.valid.tolist() == [True, True]
+    boundaries.stepped(torch.tensor([1]), boundaries.valid[[1]].clone(), torch.tensor([False]))
+    boundaries.restarted(torch.tensor([False, True]))  # a partial reset of env 1
+    assert boundaries.first[1] and boundaries.valid[1]
+
+
+def test_the_tracker_counts_valid_steps_and_cuts_episodes_without_final_info() -> None:
+    tracker = EpisodeTracker(2, mode=gym.vector.AutoresetMode.SAME_STEP)
+    info = {"final_info": {"score": np.array([5.0, 0.0]), "_score": np.array([True, False])}}
+    info["_final_info"] = np.array([True, False])
+    ones = np.ones(2)
+    assert tracker.record(slice(None), ones, np.array([False, False]), np.array([True, False])) == []
+    ended = tracker.record(slice(None), ones, np.array([True, False]), np.array([True, True]), info)
+    assert ended == [EndedEpisode(0, 2.0, 2, {"score": 5.0})]  # SAME_STEP's final info
+    assert tracker.cut(np.array([1])) == [EndedEpisode(1, 1.0, 1, {})]
+    assert tracker.lengths_so_far.tolist() == [0, 0] and tracker.episodes == 2

@@ -1,8 +1,9 @@
 """Finished episodes: returns and lengths counted by the trainer from rewards (any wrapper stack works), and
 the env's own figures of each episode (PointNav's success and SPL, Doom's frags) read from its final info.
 
-One rule for what an episode's final info holds, shared by training (:class:`EpisodeTracker`, whose
-means go to ``metrics.jsonl``) and :func:`vecfast.evaluate`.
+Training's sampler and :func:`vecfast.evaluate` share one rule for where episodes begin and end
+(:class:`EpisodeBoundaries`), one count of their returns and lengths (:class:`EpisodeTracker`, whose means go to
+``metrics.jsonl``) and one reading of their final infos (:func:`episode_metrics`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,38 @@ def _numpy(x: Any) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
+class EpisodeBoundaries:
+    """Per env, under gymnasium autoreset ``mode``: whether the step it takes next is a transition (``valid``) and
+    whether its next observation starts an episode (``first``: the policy's recurrent state restarts there).
+
+    NEXT_STEP: the step after an episode's end only resets the env (not a transition), and the observation it
+    returns starts the next episode. SAME_STEP: the observation returned with an episode's end already starts
+    the next one. DISABLED (and any partial reset): the caller resets the env and says so, :meth:`restarted`.
+    Tensors on ``device``, updated in place (the sampler indexes them per env batch).
+    """
+
+    def __init__(self, num_envs: int, mode: AutoresetMode = AutoresetMode.NEXT_STEP, device: Any = None) -> None:
+        self.mode = AutoresetMode(mode)
+        self._next_step = self.mode is AutoresetMode.NEXT_STEP  # decided once: the sampler's hot path asks often
+        self.first = torch.ones(num_envs, dtype=torch.bool, device=device)
+        self.valid = torch.ones(num_envs, dtype=torch.bool, device=device)
+
+    def stepped(self, envs: torch.Tensor | slice, valid: torch.Tensor, done: torch.Tensor) -> None:
+        """``envs`` took a step, a transition where ``valid`` (their ``self.valid`` before it: the caller has it
+        already), that ended an episode where ``done``."""
+        if self._next_step:
+            self.first[envs] = ~valid  # the step after a reset step starts an episode
+            self.valid[envs] = ~done  # the step after an episode's end only resets the env
+        else:
+            self.first[envs] = done
+            self.valid[envs] = True
+
+    def restarted(self, envs: torch.Tensor) -> None:
+        """``envs`` were reset: their next observation starts an episode, and their next step is a transition."""
+        self.first[envs] = True
+        self.valid[envs] = True
+
+
 @dataclass(frozen=True)
 class EndedEpisode:
     """One finished episode of env ``env``: its return and length (reset steps not counted) and the env's own
@@ -75,10 +108,11 @@ class EndedEpisode:
 
 class EpisodeTracker:
     """Running return and length per env; the last ``window`` finished episodes' returns, lengths and env
-    metrics (the trainers' envs autoreset on the next step). A sampler thread records while the learner's thread
-    summarises: a lock keeps them apart."""
+    metrics (read from final infos as autoreset ``mode`` places them). A sampler thread records while the
+    learner's thread summarises: a lock keeps them apart."""
 
-    def __init__(self, num_envs: int, window: int = 100) -> None:
+    def __init__(self, num_envs: int, window: int = 100, mode: AutoresetMode = AutoresetMode.NEXT_STEP) -> None:
+        self.mode = AutoresetMode(mode)
         self.returns_so_far = np.zeros(num_envs, np.float64)
         self.lengths_so_far = np.zeros(num_envs, np.int64)
         self.window = window
@@ -113,19 +147,32 @@ class EpisodeTracker:
                     int(env),
                     float(self.returns_so_far[env]),
                     int(self.lengths_so_far[env]),
-                    {} if info is None else episode_metrics(info, int(row), AutoresetMode.NEXT_STEP),
+                    {} if info is None else episode_metrics(info, int(row), self.mode),
                 )
                 for env, row in zip(ids.tolist(), rows.tolist(), strict=True)
             ]
-            self.returns_so_far[ids] = 0.0
-            self.lengths_so_far[ids] = 0
-            self.episodes += ended.size
-            for episode in episodes:
-                self.returns.append(episode.episode_return)
-                self.lengths.append(episode.length)
-                for key, value in episode.metrics.items():
-                    self.metrics.setdefault(key, deque(maxlen=self.window)).append(value)
+            self._ended(ids, episodes)
             return episodes
+
+    def cut(self, env_ids: np.ndarray) -> list[EndedEpisode]:
+        """End the episodes of ``env_ids`` where they stand (stopped short: they have no final info)."""
+        with self._lock:
+            episodes = [
+                EndedEpisode(env, float(self.returns_so_far[env]), int(self.lengths_so_far[env]), {})
+                for env in np.asarray(env_ids).tolist()
+            ]
+            self._ended(env_ids, episodes)
+            return episodes
+
+    def _ended(self, ids: np.ndarray, episodes: list[EndedEpisode]) -> None:
+        self.returns_so_far[ids] = 0.0
+        self.lengths_so_far[ids] = 0
+        self.episodes += len(episodes)
+        for episode in episodes:
+            self.returns.append(episode.episode_return)
+            self.lengths.append(episode.length)
+            for key, value in episode.metrics.items():
+                self.metrics.setdefault(key, deque(maxlen=self.window)).append(value)
 
     def summary(self) -> EpisodeStats:
         """Episodes so far and the window's means; in a distributed run, of every rank's envs together."""

@@ -26,7 +26,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from vecfast.trainers.episodes import episode_metrics
+from vecfast.trainers.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
 from vecfast.trainers.training import TrainResult, load_policy
 from vecfast.vector import AsyncSharedMemVectorEnv
@@ -187,7 +187,11 @@ def make_eval_env(env_id: str, num_envs: int, render_mode: str | None = None, **
 
 
 class _Episodes:
-    """The stepping loop of :func:`evaluate`, with its per-env bookkeeping."""
+    """The stepping loop of :func:`evaluate`: where episodes begin and end, and their returns and lengths, as the
+    trainers' sampler has them (:class:`EpisodeBoundaries`, :class:`EpisodeTracker`), plus each env's quota and
+    the ``max_steps`` cuts. Not the :class:`~vecfast.trainers.sampler.Sampler` itself: that one stores
+    trajectories, acts through ``send``/``recv`` on envs that autoreset on the next step and samples its actions;
+    evaluation steps any autoreset mode whole, resets envs itself, and may take the most likely action."""
 
     def __init__(
         self,
@@ -206,47 +210,40 @@ class _Episodes:
         self.partial_reset = self.mode == AutoresetMode.DISABLED or isinstance(env.unwrapped, _PARTIAL_RESET)
         self.targets = np.array([episodes // n + (i < episodes % n) for i in range(n)])
         self.device = next(policy.parameters()).device
-        self.episodes: list[list[tuple[float, int, dict[str, float]]]] = [[] for _ in range(n)]
+        self.episodes: list[list[EndedEpisode]] = [[] for _ in range(n)]
         self.cut = 0
 
     def run(self) -> EvalResult:
-        env, n, policy = self.env, self.env.num_envs, self.policy
+        env, n, policy, dev = self.env, self.env.num_envs, self.policy, self.device
         obs, _ = env.reset(seed=self.seed)
-        state = policy.initial_state(n, self.device)
-        # per env: the observation starts an episode (the recurrent state restarts); the next step
-        # belongs to an episode (NEXT_STEP: not the step that only resets the env); cut at max_steps
-        # without a partial reset, its steps count for nothing until its episode ends
-        first, counts, draining = np.ones(n, dtype=bool), np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
-        returns, lengths = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.int64)
+        state = policy.initial_state(n, dev)
+        boundaries, tracker = EpisodeBoundaries(n, self.mode, dev), EpisodeTracker(n, mode=self.mode)
+        # cut at max_steps without a partial reset: its steps count for nothing until its episode ends
+        draining = np.zeros(n, dtype=bool)
         collected = np.zeros(n, dtype=np.int64)
         while (collected < self.targets).any():
-            tensors = obs_to_tensors(as_obs_dict(obs), self.device)
-            first_t = torch.as_tensor(first, device=self.device)
-            dist, _, state = policy.step(tensors, state, first_t)
+            tensors = obs_to_tensors(as_obs_dict(obs), dev)
+            dist, _, state = policy.step(tensors, state, boundaries.first)
             chosen = dist.mode() if self.deterministic else dist.sample()
             state = policy.with_action(state, chosen)
-            actions = policy.actor.to_env(chosen)
-            obs, rewards, terminated, truncated, info = env.step(actions)
+            valid = boundaries.valid.clone()
+            obs, rewards, terminated, truncated, info = env.step(policy.actor.to_env(chosen))
             done = _numpy(terminated).astype(bool) | _numpy(truncated).astype(bool)
-            live = counts & ~draining & (collected < self.targets)  # steps of counted episodes
-            returns[live] += _numpy(rewards).astype(np.float64)[live]
-            lengths[live] += 1
+            live = valid.cpu().numpy() & ~draining & (collected < self.targets)  # steps of counted episodes
+            ended = tracker.record(slice(None), _numpy(rewards).astype(np.float64), done & live, live, info)
             if self.on_frame is not None and live[0]:
                 self.on_frame(np.asarray(env.render()[0]))
-            for i in np.flatnonzero(live & done):
-                self.episodes[i].append((float(returns[i]), int(lengths[i]), episode_metrics(info, i, self.mode)))
-                collected[i] += 1
-            cut = live & ~done & (lengths >= self.max_steps) if self.max_steps is not None else np.zeros(n, bool)
-            for i in np.flatnonzero(cut):
-                self.episodes[i].append((float(returns[i]), int(lengths[i]), {}))
-                collected[i] += 1
-                self.cut += 1
-            returns[done | cut], lengths[done | cut] = 0.0, 0
+            if self.max_steps is not None:
+                cut = live & ~done & (tracker.lengths_so_far >= self.max_steps)
+                ended += tracker.cut(np.flatnonzero(cut))
+                self.cut += int(cut.sum())
+            else:
+                cut = np.zeros(n, dtype=bool)
+            for episode in ended:
+                self.episodes[episode.env].append(episode)
+                collected[episode.env] += 1
             draining[done] = False
-            if self.mode == AutoresetMode.NEXT_STEP:
-                first, counts = ~counts, ~done  # the step after an episode's end only resets the env
-            else:  # SAME_STEP hands out the next episode's first observation with the end
-                first, counts = done.copy(), np.ones(n, dtype=bool)
+            boundaries.stepped(slice(None), valid, torch.from_numpy(done).to(dev))
             restart = done if self.mode == AutoresetMode.DISABLED else np.zeros(n, dtype=bool)
             if self.partial_reset:
                 restart = restart | cut
@@ -254,17 +251,18 @@ class _Episodes:
                 draining |= cut
             if restart.any():
                 obs, _ = env.reset(options={"reset_mask": restart})
-                first[restart], counts[restart] = True, True
+                boundaries.restarted(torch.from_numpy(restart).to(dev))
         return self._result()
 
     def _result(self) -> EvalResult:
         flat = [episode for per_env in self.episodes for episode in per_env]
         reported: dict[str, list[float]] = {}
-        for _, _, metrics in flat:
-            for key, value in metrics.items():
+        for episode in flat:
+            for key, value in episode.metrics.items():
                 reported.setdefault(key, []).append(value)
         metrics = {key: float(np.mean(values)) for key, values in sorted(reported.items())}
-        return _summarise([r for r, _, _ in flat], [n for _, n, _ in flat], metrics, self.cut)
+        returns, lengths = [e.episode_return for e in flat], [e.length for e in flat]
+        return _summarise(returns, lengths, metrics, self.cut)
 
 
 def _summarise(returns: Any, lengths: Any, metrics: dict[str, float], cut_episodes: int = 0) -> EvalResult:

@@ -1,9 +1,10 @@
 """The one sampler every scheme runs: acts on a vector env through ``send``/``recv`` and writes trajectories.
 
 Each env has its own clock: the trajectory slot it fills, the step within it, its recurrent state, and
-gymnasium's NEXT_STEP autoreset bookkeeping (the step after an episode's end only resets the env: it is
-stored with ``valid`` False, and the step after it starts an episode, ``first``). A slot holds ``rollout``
-steps and the observation after them, whose value bootstraps the last step; a complete slot goes to
+where its episodes begin and end (:class:`~vecfast.trainers.episodes.EpisodeBoundaries`, the rule
+:func:`vecfast.evaluate` follows too: under gymnasium's NEXT_STEP autoreset the step after an episode's end
+only resets the env, stored with ``valid`` False, and the step after it starts an episode, ``first``). A slot
+holds ``rollout`` steps and the observation after them, whose value bootstraps the last step; a complete slot goes to
 :attr:`Sampler.full`, and the env takes a fresh one from :attr:`Sampler.free` (waiting while there is none,
 which bounds how far sampling runs ahead of learning).
 
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from vecfast.trainers.episodes import EndedEpisode, EpisodeTracker
+from vecfast.trainers.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
 from vecfast.trainers.storage import Trajectories
 from vecfast.wrappers.base import has_async_api
@@ -195,8 +196,9 @@ class Sampler:
         self.slot = torch.full((n,), -1, dtype=torch.long, device=dev)  # -1: needs a fresh slot
         self.step_in_slot = torch.zeros(n, dtype=torch.long, device=dev)  # where the env's next observation goes
         self.state = model.initial_state(n, dev)
-        self.first = torch.ones(n, dtype=torch.bool, device=dev)  # the next observation starts an episode
-        self.valid = torch.ones(n, dtype=torch.bool, device=dev)  # the step the env takes next is a transition
+        self.boundaries = EpisodeBoundaries(n, device=dev)  # the trainers' envs autoreset on the next step
+        # the next observation starts an episode; the step the env takes next is a transition (the same tensors)
+        self.first, self.valid = self.boundaries.first, self.boundaries.valid
         self.stepped = np.zeros(n, dtype=bool)  # the env has taken a step since the reset
         self.policy_id = torch.zeros(n, dtype=torch.long, device=dev)  # of the env's current episode
         self.episodes_started = np.zeros(n, dtype=np.int64)
@@ -232,8 +234,7 @@ class Sampler:
             )
             for episode in ended:
                 self.on_episode_end(episode, int(self.episodes_started[episode.env]) - 1)
-            self.first[prev] = ~valid  # the step after a reset step starts an episode
-            self.valid[prev] = ~done  # the step after an episode's end only resets the env
+            self.boundaries.stepped(prev, valid, done)
             self.env_steps += len(prev)
             self._choose_policies(ids_np[had_np][~valid_np])
         return Received(ids_np, ids, obs_to_tensors(as_obs_dict(obs), dev))
