@@ -3,7 +3,8 @@
 :class:`Elo` rates policies and their snapshots from match results; :class:`SnapshotPool` keeps frozen past
 copies of a learning policy and draws its opponents (latest or past); :class:`PBTController` decides, by
 Sample Factory's population-based training rules, which policies copy which and how their hyperparameters and
-reward shaping mutate. None of them steps an env or a model: they keep the books and the loop applies them.
+reward shaping mutate; :class:`Population` is what ``vecfast.train(num_policies=N)`` runs: N learners sharing a
+sampler, mapped to agents by ``policy_mapping(agent_id, EpisodeId)``. None of the others steps an env or a model: they keep the books and the loop applies them.
 :func:`~vecfast.selfplay.bots.random_bot` and :func:`~vecfast.selfplay.bots.one_ply_connect_four` are fixed
 opponents to measure against; :func:`vecfast.selfplay.matches.play_games` (PettingZoo) plays the games.
 """
@@ -20,18 +21,22 @@ from vecfast.selfplay.pbt import (
     PolicySettings,
     hyperparameters_of,
 )
+from vecfast.selfplay.population import EpisodeId, Population, RandomPolicyMapping
 from vecfast.selfplay.snapshot_pool import Opponent, Snapshot, SnapshotPool
 
 __all__ = [
     "HYPERPARAMETERS",
     "Bot",
     "Elo",
+    "EpisodeId",
     "Opponent",
     "PBTConfig",
     "PBTController",
     "PBTDecision",
     "PairRecord",
     "PolicySettings",
+    "Population",
+    "RandomPolicyMapping",
     "Snapshot",
     "SnapshotPool",
     "expected_score",

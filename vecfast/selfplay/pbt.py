@@ -57,6 +57,21 @@ class PBTConfig:
     perturb_max: float = 1.5
     mutate_gamma: bool = False
 
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> PBTConfig:
+        """The knobs a training config sets (its ``pbt_*`` keys, Sample Factory's names)."""
+        return cls(
+            period_env_steps=cfg.pbt_period_env_steps,
+            start_after_env_steps=cfg.pbt_start_mutation,
+            replace_fraction=cfg.pbt_replace_fraction,
+            replace_gap=cfg.pbt_replace_reward_gap,
+            replace_gap_absolute=cfg.pbt_replace_reward_gap_absolute,
+            mutation_rate=cfg.pbt_mutation_rate,
+            perturb_min=cfg.pbt_perturb_min,
+            perturb_max=cfg.pbt_perturb_max,
+            mutate_gamma=cfg.pbt_optimize_gamma,
+        )
+
     def __post_init__(self) -> None:
         if self.period_env_steps < 1 or self.start_after_env_steps < 0:
             raise ValueError("period_env_steps must be >= 1 and start_after_env_steps >= 0")

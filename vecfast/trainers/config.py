@@ -98,6 +98,36 @@ class TrainConfig:
     snapshot_win_rate: float = 0.7
     """Self-play: a snapshot is also taken once the learner's mean score against the snapshots (win 1, draw 0.5)
     over its last 100 games reaches this."""
+    # populations (Sample Factory's num_policies and PBT; the asynchronous scheme)
+    num_policies: int = 1
+    """Learning policies that share the envs, each with its own model and optimiser; each agent's episode is
+    played by one of them (train()'s policy_mapping; default: a random one, re-drawn every
+    resample_policy_every_episodes episodes of its match). With more than one, they are each other's opponents."""
+    policies_to_train: tuple[int, ...] | None = None
+    """The policies that learn; the others stay frozen (their weights bit-identical). None: all."""
+    resample_policy_every_episodes: int = 10
+    """The default policy mapping: episodes of a match between two random draws of each agent's policy."""
+    with_pbt: bool = False
+    """Population-based training (num_policies > 1): the weakest policies take the strongest's weights and the
+    others' hyperparameters mutate (vecfast.selfplay.pbt), ranked by true_objective (else the return)."""
+    pbt_period_env_steps: int = 5_000_000
+    """PBT: env steps of a policy's own between two of its PBT steps."""
+    pbt_start_mutation: int = 20_000_000
+    """PBT: env steps of a policy's own before its first PBT step."""
+    pbt_replace_fraction: float = 0.3
+    """PBT: the share of the population kept as it is (the top), and the share that may be replaced (the bottom)."""
+    pbt_mutation_rate: float = 0.15
+    """PBT: the probability that each hyperparameter mutates at a PBT step."""
+    pbt_replace_reward_gap: float = 0.1
+    """PBT: a bottom policy takes a top one's weights when it trails it by more than this (relative) ..."""
+    pbt_replace_reward_gap_absolute: float = 1e-6
+    """PBT: ... and by more than this (absolute)."""
+    pbt_perturb_min: float = 1.1
+    """PBT: a mutation multiplies or divides by a factor drawn from U(pbt_perturb_min, pbt_perturb_max)."""
+    pbt_perturb_max: float = 1.5
+    """PBT: see pbt_perturb_min."""
+    pbt_optimize_gamma: bool = False
+    """PBT: mutate the discount too (through 1 - gamma)."""
     # distributed (DD-PPO)
     sync_frac: float = 0.6
     """DD-PPO: once this share of the ranks have finished their rollout, the others end theirs early."""
@@ -180,6 +210,8 @@ class TrainConfig:
         cfg.encoder_mlp_layers = tuple(cfg.encoder_mlp_layers)
         cfg.unnormalized_inputs = _entry_names("unnormalized_inputs", cfg.unnormalized_inputs)
         cfg.polar_inputs = _entry_names("polar_inputs", cfg.polar_inputs)
+        if cfg.policies_to_train is not None:
+            cfg.policies_to_train = tuple(cfg.policies_to_train)
         cfg.validate()
         return cfg
 
@@ -239,6 +271,22 @@ class TrainConfig:
                 f"latest_opponent_probability must be in [0, 1] and snapshot_win_rate in (0, 1], "
                 f"got {self.latest_opponent_probability} and {self.snapshot_win_rate}"
             )
+        _check_count("num_policies", self.num_policies, "")
+        _check_count("resample_policy_every_episodes", self.resample_policy_every_episodes, "")
+        if self.policies_to_train is not None and (
+            not all(isinstance(p, numbers.Integral) and 0 <= p < self.num_policies for p in self.policies_to_train)
+            or len(set(self.policies_to_train)) != len(self.policies_to_train)
+        ):
+            raise ValueError(
+                f"policies_to_train must be distinct policy indices in 0..{self.num_policies - 1} (num_policies="
+                f"{self.num_policies}), or None for all; got {self.policies_to_train!r}"
+            )
+        if self.with_pbt and self.num_policies < 2:
+            raise ValueError("with_pbt needs a population: num_policies >= 2")
+        if self.with_pbt:
+            from vecfast.selfplay.pbt import PBTConfig  # (which reads this module)
+
+            PBTConfig.of(self)  # checks its knobs
         if not 0.0 < self.sync_frac <= 1.0 or not 0.0 <= self.min_rollout_fraction <= 1.0:
             raise ValueError(
                 f"sync_frac must be in (0, 1] and min_rollout_fraction in [0, 1], "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.metadata
 import inspect
 import os
@@ -181,6 +182,7 @@ def train(
     num_processes: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     num_envs: int | None = None,
+    policy_mapping: Callable[[Any, Any], int] | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Train ``algo`` on ``env`` for ``total_env_steps`` env steps (transitions), one line.
@@ -201,6 +203,11 @@ def train(
     ``scenes``, Doom's ``frame_skip``); the run stores them (plain data), so that ``resume`` and
     ``vecfast.evaluate(run_dir)`` rebuild the same env. ``num_envs``: envs in all (per rank), split
     over ``num_workers`` as ``vecfast bench`` does (instead of ``num_envs_per_worker``).
+    ``num_policies=N`` (the asynchronous scheme) trains a population of N policies on the envs, each agent's
+    episodes played by ``policy_mapping(agent_id, episode)`` (an :class:`~vecfast.selfplay.EpisodeId`; default a
+    random policy, re-drawn every ``resample_policy_every_episodes``), ``policies_to_train`` learning and
+    ``with_pbt=True`` evolving them (:mod:`vecfast.selfplay.population`); ``policy_mapping`` is code, so pass it
+    again to ``resume``.
     ``num_workers="auto"`` measures env step and inference time first and chooses
     ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tune`); the choice
     and its reasons go to ``config.json``. ``run_dir`` (default ``runs/<env>_<algo>_<time>_<random>``)
@@ -229,10 +236,25 @@ def train(
     if num_envs is not None and "num_envs_per_worker" in overrides:
         raise ValueError("give num_envs (in all) or num_envs_per_worker, not both")
     making = _EnvMaking(env_kwargs, num_envs)
+    if policy_mapping is not None and recipe.scheme != "async":
+        raise ValueError(
+            f"policy_mapping is for populations, which train under the asynchronous scheme; not {recipe.label}"
+        )
     if not recipe.scheme_spec.distributed:
         if num_processes not in (None, 1):
             raise ValueError(f"num_processes is for distributed schemes (algo='ddppo'); {recipe.label} runs in one")
-        return _train(env, recipe, total_env_steps, run_dir, live, resume, overrides, making, rank=None)
+        return _train(
+            env,
+            recipe,
+            total_env_steps,
+            run_dir,
+            live,
+            resume,
+            overrides,
+            making,
+            rank=None,
+            policy_mapping=policy_mapping,
+        )
     rank = rank_from_environment()
     if rank is None:
         if isinstance(env, VectorEnv):
@@ -308,6 +330,7 @@ def _train(
     overrides: dict[str, Any],
     making: _EnvMaking,
     rank: RankInfo | None,
+    policy_mapping: Callable[[Any, Any], int] | None = None,
 ) -> TrainResult:
     main = rank is None or rank.is_main
     restarted = rank is not None and rank.restarts > 0  # by the launcher: continue where the run was
@@ -370,7 +393,10 @@ def _train(
                     **({"auto_tune": tuning.to_dict()} if tuning is not None else {}),
                 }
             )
-        trainer = recipe.scheme_spec.factory(vec_env, recipe.algorithm.factory, _for_rank(cfg, rank), total_env_steps)
+        factory = recipe.scheme_spec.factory
+        if policy_mapping is not None:
+            factory = functools.partial(factory, policy_mapping=policy_mapping)
+        trainer = factory(vec_env, recipe.algorithm.factory, _for_rank(cfg, rank), total_env_steps)
         if state is not None:
             trainer.load_state_dict(state)
         best = state.get("best_return", -np.inf) if state is not None else -np.inf

@@ -12,19 +12,17 @@ scheme is APPO.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 from gymnasium.vector import VectorEnv
 
-from vecfast.selfplay.league import LEARNER, league_for
-from vecfast.trainers.agent import Agent
+from vecfast.selfplay.league import league_for
+from vecfast.selfplay.population import PolicyMappingFn, Population
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.metrics import IterationMetrics, PolicyLag
 from vecfast.trainers.protocols import AlgorithmFactory
@@ -64,38 +62,52 @@ class Batcher(threading.Thread):
 
 class AsyncTrainer:
     """Asynchronous sampling and learning over a vector env with ``send``/``recv`` (any VectorEnv works, without
-    overlap)."""
+    overlap). The learning side is a :class:`~vecfast.selfplay.population.Population`: one policy by default;
+    ``cfg.num_policies`` of them, each agent's episodes mapped by ``policy_mapping``, as in Sample Factory. One
+    learning policy on a vector env of agent slots self-plays against its snapshots (:mod:`vecfast.selfplay.league`).
+    """
 
-    def __init__(self, env: VectorEnv, algorithm: AlgorithmFactory, cfg: TrainConfig, total_env_steps: int) -> None:
+    def __init__(
+        self,
+        env: VectorEnv,
+        algorithm: AlgorithmFactory,
+        cfg: TrainConfig,
+        total_env_steps: int,
+        *,
+        policy_mapping: PolicyMappingFn | None = None,
+    ) -> None:
         self.cfg, self.total_env_steps = cfg, total_env_steps
-        self.agent = Agent(env, algorithm, cfg)
+        self.population = population = Population(env, algorithm, cfg, policy_mapping)
+        self.agent = population.agents[0]
         self.model = self.agent.model
         batch = (cfg.batch_size // cfg.rollout) * cfg.num_batches_per_epoch  # trajectories per iteration
         # each env fills one slot; one batch is being gathered while the next fills up
         num_slots = env.num_envs + 2 * batch
-        acting = copy.deepcopy(self.model).requires_grad_(False)
-        self.league = league_for(env, acting, self.model, cfg)  # self-play on a vector env of agent slots
-        league = self.league
+        self.league = league_for(env, population.acting[0], self.model, cfg) if cfg.num_policies == 1 else None
+        if self.league is not None:
+            acting = {"policies": self.league.policies, "mapping": self.league.mapping}
+            acting["on_episode_end"] = self.league.episode_ended
+        elif cfg.num_policies > 1:
+            acting = {"policies": population.acting, "mapping": population.mapping}
+            acting["on_episode_end"] = population.episode_ended
+        else:
+            acting = {"policies": population.acting}
         self.worker = PolicyWorker(
-            env,
-            league.policies if league else acting,
-            cfg.rollout,
-            num_slots,
-            cfg.seed,
-            cfg.stats_avg,
-            **({"mapping": league.mapping, "on_episode_end": league.episode_ended} if league else {}),
+            env, rollout=cfg.rollout, num_slots=num_slots, seed=cfg.seed, stats_avg=cfg.stats_avg, **acting
         )
         self.sampler = self.worker.sampler
         self.batcher = Batcher(self.sampler, batch)
         self._started = False
 
     def iterations(self) -> Iterator[IterationMetrics]:
-        worker, sampler, algorithm = self.worker, self.sampler, self.agent.algorithm
+        worker, sampler, population = self.worker, self.sampler, self.population
 
-        def publish() -> None:
-            worker.publish(self.model, algorithm.version)
+        def publish(policy: int) -> None:
+            agent = population.agents[policy]
+            worker.publish(agent.model, agent.algorithm.version, policy)
 
-        publish()
+        for p in range(population.num_policies):
+            publish(p)
         if not self._started:
             self._started = True
             worker.start()
@@ -104,20 +116,16 @@ class AsyncTrainer:
             wait_start = time.perf_counter()
             batch = self._next_batch()
             learn_start = time.perf_counter()
-            if self.league is not None:  # the learner learns from its own steps, not its frozen opponents'
-                batch = dataclasses.replace(batch, valid=batch.valid & (batch.policy_id == LEARNER))
-            lag = (algorithm.version - batch.policy_version[batch.valid]).float()
-            learned = algorithm.learn(
-                batch, sampler.env_steps / self.total_env_steps, on_policy=False, after_step=publish
-            )
+            lag = population.lag_of(batch)
+            learned = population.learn(batch, sampler.env_steps / self.total_env_steps, publish)
             if self.league is not None:
-                self.league.on_update(algorithm.version)
+                self.league.on_update(self.agent.algorithm.version)
             yield IterationMetrics(
                 env_steps=sampler.env_steps,
-                learner_steps=algorithm.version,
+                learner_steps=population.learner_steps,
                 episodes=sampler.episodes.summary(),
                 policy_lag=PolicyLag(lag.min().item(), lag.mean().item(), lag.max().item()) if len(lag) else None,
-                learning=learned,
+                learning=_mean_terms(learned.values()),
                 timings={
                     "time_learner_waiting": learn_start - wait_start,
                     "time_learning": time.perf_counter() - learn_start,
@@ -125,7 +133,11 @@ class AsyncTrainer:
                     "time_inference": sampler.timings.inference,
                     "time_sampler_waiting_slots": sampler.timings.waiting_slots,
                 },
-                extra={"full_trajectories": sampler.full.qsize(), **(self.league.summary() if self.league else {})},
+                extra={
+                    "full_trajectories": sampler.full.qsize(),
+                    **population.summary(),
+                    **(self.league.summary() if self.league else {}),
+                },
             )
 
     def _next_batch(self) -> Trajectories:
@@ -142,15 +154,20 @@ class AsyncTrainer:
 
     def state_dict(self) -> dict[str, Any]:
         state = self.agent.state_dict(self.sampler.env_steps)
+        if self.population.num_policies > 1:
+            state["population"] = self.population.state_dict()
         if self.league is not None:
             state["league"] = self.league.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sampler.env_steps = self.agent.load_state_dict(state)
+        if self.population.num_policies > 1:
+            self.population.load_state_dict(state["population"])
         if self.league is not None and "league" in state:
             self.league.load_state_dict(state["league"])
-        self.worker.publish(self.model, self.agent.algorithm.version)
+        for p, agent in enumerate(self.population.agents):
+            self.worker.publish(agent.model, agent.algorithm.version, p)
 
     def close(self) -> None:
         """Stop the policy worker and the batcher (the env stays open: its owner closes it)."""
@@ -159,3 +176,11 @@ class AsyncTrainer:
         for thread in (self.batcher, self.worker):
             if thread.is_alive():
                 thread.join()
+
+
+def _mean_terms(learned: Iterable[dict[str, float]]) -> dict[str, float]:
+    """The loss terms averaged over the policies that learned (one policy: its own)."""
+    learned = list(learned)
+    if len(learned) == 1:
+        return learned[0]
+    return {key: sum(terms[key] for terms in learned) / len(learned) for key in (learned[0] if learned else {})}

@@ -56,13 +56,14 @@ class PolicyWorker(threading.Thread):
         )
         self.error: BaseException | None = None
 
-    def publish(self, model: ActorCritic, version: int) -> None:
-        """Copy the learner's weights (and normalisation statistics) into the acting model."""
+    def publish(self, model: ActorCritic, version: int, policy: int = 0) -> None:
+        """Copy a learner's weights (and normalisation statistics) into the sampler's acting model ``policy``."""
         sampler = self.sampler
+        acting = sampler.policies[policy].state_dict().values()
         with sampler.lock, torch.no_grad():
-            for dst, src in zip(sampler.policies[0].state_dict().values(), model.state_dict().values(), strict=True):
+            for dst, src in zip(acting, model.state_dict().values(), strict=True):
                 dst.copy_(src, non_blocking=True)
-            sampler.versions[0] = version
+            sampler.versions[policy] = version
 
     def run(self) -> None:
         try:

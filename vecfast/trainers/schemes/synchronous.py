@@ -68,6 +68,11 @@ class SyncTrainer:
         learn_with: Callable[[ActorCritic], ActorCritic] | None = None,
         rollout_end: RolloutEnd | None = None,
     ) -> None:
+        if cfg.num_policies > 1:
+            raise ValueError(
+                f"num_policies={cfg.num_policies}: populations train under the asynchronous scheme (algo='appo'), "
+                "as in Sample Factory"
+            )
         samples = env.num_envs * cfg.rollout
         if samples % cfg.batch_size:
             raise ValueError(
