@@ -1,12 +1,12 @@
 """Self-play building blocks for training loops of your own (a PettingZoo env, your own trainer).
 
-:class:`Elo` rates policies and their snapshots from match results; :class:`SnapshotPool` keeps frozen past
-copies of a learning policy and draws its opponents (latest or past); :class:`PBTController` decides, by
-Sample Factory's population-based training rules, which policies copy which and how their hyperparameters and
-reward shaping mutate; :class:`Population` is what ``vecfast.train(num_policies=N)`` runs: N learners sharing a
-sampler, mapped to agents by ``policy_mapping(agent_id, EpisodeId)``. None of the others steps an env or a model: they keep the books and the loop applies them.
-:func:`~vecfast.selfplay.bots.random_bot` and :func:`~vecfast.selfplay.bots.one_ply_connect_four` are fixed
-opponents to measure against; :func:`vecfast.selfplay.matches.play_games` (PettingZoo) plays the games.
+:class:`Elo` rates policies and their snapshots from match results; :class:`SnapshotPool` keeps frozen past copies
+of a learning policy and draws its opponents (latest or past); :class:`PBTController` decides, by Sample Factory's
+population-based training rules, which policies copy which and how their hyperparameters and reward shaping mutate;
+:class:`Population` is what ``vecfast.train(num_policies=N)`` runs: N learners sharing a sampler, mapped to agents
+by ``policy_mapping(agent_id, EpisodeId)``. None of the others steps an env or a model: they keep the books and the
+loop applies them. :func:`~vecfast.selfplay.bots.random_bot` and :func:`~vecfast.selfplay.bots.one_ply_connect_four`
+are fixed opponents to measure against; :func:`vecfast.selfplay.matches.play_games` (PettingZoo) plays the games.
 """
 
 from __future__ import annotations
