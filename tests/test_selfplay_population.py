@@ -8,15 +8,19 @@ import copy
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
 import torch
+from helpers import descendants
 from pettingzoo.classic import connect_four_v3
 
 import vecfast
+from vecfast.envs.doom import DEFAULT_REWARD_SHAPING
+from vecfast.multiagent import doom_duel_v0
 from vecfast.multiagent.from_pettingzoo import vector_env_from
-from vecfast.selfplay import EpisodeId, RandomPolicyMapping
+from vecfast.selfplay import EpisodeId, Population, RandomPolicyMapping
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.ppo import PPO
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
@@ -187,3 +191,25 @@ def test_a_mapping_that_names_no_policy_of_the_population_is_an_error(tmp_path: 
             policy_mapping=lambda agent, episode: 5,
             **SMALL,
         )
+
+
+def test_pbt_gives_each_policys_doom_players_its_own_reward_shaping(process_guard: Any) -> None:
+    env = doom_duel_v0.vector_env(1, timelimit_minutes=0.05)
+    process_guard.watch(descendants())
+    try:
+        cfg = TrainConfig.from_overrides(**SMALL, num_policies=2, with_pbt=True)
+        population = Population(env, PPO, cfg, policy_mapping=lambda agent, episode: int(agent == "player_1"))
+        assert population.pbt.settings(1).reward_shaping == DEFAULT_REWARD_SHAPING  # PBT starts from the env's
+        state = population.pbt.state_dict()
+        state["settings"][1]["reward_shaping"]["frag"] = 3.0  # as a mutation would have it
+        population.pbt.load_state_dict(state)
+        env.reset(seed=0)
+        for slot in range(2):  # the episodes start: player_0 plays policy 0, player_1 policy 1
+            population.mapping(slot, 0)
+        shaping = env.get_attr("reward_shaping")
+        assert shaping[0]["frag"] == 1.0 and shaping[1]["frag"] == 3.0
+        assert shaping[1]["death"] == DEFAULT_REWARD_SHAPING["death"]
+        with pytest.raises(ValueError, match="unknown reward shaping keys"):
+            env.set_reward_shaping({"frags": 1.0})
+    finally:
+        env.close()

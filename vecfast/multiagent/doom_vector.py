@@ -7,12 +7,14 @@ trainers (many matches) both play through :class:`DoomMatchesVectorEnv`.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from vecfast.envs.doom.full_game_env import checked_reward_shaping
 from vecfast.multiagent.doom_player import DoomPlayerEnv, MatchNetwork, PortTakenError
 from vecfast.multiagent.slots import SlotLayout
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
@@ -214,6 +216,15 @@ class DoomMatchesVectorEnv(VectorEnv):
                 raise ValueError(f"set_attr needs one value per slot ({self.num_envs}), got {len(values)}")
             values = self._to_envs(list(values))
         self.players.set_attr(name, values)
+
+    def set_reward_shaping(self, coefficients: dict[str, float], slots: Sequence[int] | None = None) -> None:
+        """Change the reward shaping coefficients of the players in ``slots`` (default: all) from their next step:
+        population-based training gives each policy's players its own (:mod:`vecfast.selfplay.population`)."""
+        checked_reward_shaping(coefficients)
+        shaping = list(self.get_attr("reward_shaping"))
+        for slot in range(self.num_envs) if slots is None else slots:
+            shaping[slot] = {**shaping[slot], **coefficients}
+        self.set_attr("reward_shaping", shaping)
 
     def close_extras(self, **kwargs: Any) -> None:
         try:

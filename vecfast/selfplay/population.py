@@ -1,12 +1,13 @@
 """A population of learning policies sharing one sampler (Sample Factory's ``num_policies``), rated and evolved.
 
-Why: several policies trained side by side on the same envs play each other (the opponents get better as the
-learner does, without snapshots) and, with PBT, tune their hyperparameters as they learn. Each agent slot's
-episode is played by the policy ``policy_mapping(agent_id, EpisodeId)`` chooses when it starts (RLlib's
-``policy_mapping_fn``; default :class:`RandomPolicyMapping`, Sample Factory's). A batch of trajectories is split by
-the policy that took each step: each policy in ``policies_to_train`` learns from its own steps only, the others
-stay frozen. Finished episodes give each policy its objective (the env's ``true_objective``, else the return),
-which ranks the population for PBT; a finished match between different policies updates their Elo ratings.
+Why: several policies trained side by side on the same envs play each other (the opponents get better as the learner
+does, without snapshots) and, with PBT, tune their hyperparameters as they learn. Each agent slot's episode is
+played by the policy ``policy_mapping(agent_id, EpisodeId)`` chooses when it starts (RLlib's ``policy_mapping_fn``;
+default :class:`RandomPolicyMapping`, Sample Factory's). A batch of trajectories is split by the policy that took
+each step: each policy in ``policies_to_train`` learns from its own steps only, the others stay frozen. Finished
+episodes give each policy its objective (the env's ``true_objective``, else the return), which ranks the population
+for PBT (it mutates the hyperparameters and, where the env has ``set_reward_shaping`` per slot, the reward shaping a
+policy's agents get from their next episode); a finished match between different policies updates their Elo ratings.
 
 Policy switches happen only where episodes start, so a trajectory holding two policies' steps has an episode end
 (and its reset step) between them: masking the other policy's steps cuts no return or advantage recursion.
@@ -102,8 +103,14 @@ class Population:
         self.own_env_steps = [0] * n  # steps each policy has learned from (PBT's clock)
         self.elo = Elo()
         self.pending: dict[EpisodeId, list[tuple[int, float]]] = {}  # (policy, objective) per ended slot of a match
+        # PBT mutates the reward shaping too where the env gives each slot its own (Doom matches)
+        self.shaping_env = slots if cfg.with_pbt and hasattr(slots, "set_reward_shaping") else None
+        shaping = dict(slots.get_attr("reward_shaping")[0]) if self.shaping_env is not None else {}
+        self.slot_shaping = [shaping] * env.num_envs  # the coefficients each slot's rewards use
         self.pbt = (
-            PBTController(n, hyperparameters_of(cfg), config=PBTConfig.of(cfg), seed=cfg.seed) if cfg.with_pbt else None
+            PBTController(n, hyperparameters_of(cfg), shaping, config=PBTConfig.of(cfg), seed=cfg.seed)
+            if cfg.with_pbt
+            else None
         )
         self.pbt_decisions: list[PBTDecision] = []
         self.lock = threading.Lock()
@@ -119,6 +126,12 @@ class Population:
         if not 0 <= policy < self.num_policies:
             raise ValueError(f"policy_mapping returned {policy!r}: policies are 0 to {self.num_policies - 1}")
         self.playing[env] = policy
+        if self.shaping_env is not None:  # between the slot's steps: the sampler calls this before it acts
+            with self.lock:
+                wanted = self.pbt.settings(policy).reward_shaping
+            if wanted != self.slot_shaping[env]:
+                self.shaping_env.set_reward_shaping(wanted, [env])
+                self.slot_shaping[env] = wanted
         return policy
 
     def episode_ended(self, ended: EndedEpisode, episode: int) -> None:
@@ -161,7 +174,7 @@ class Population:
             return
         with self.lock:
             objectives = [float(np.mean(o)) if o else -np.inf for o in self.objectives]
-        decision = self.pbt.update(policy, self.own_env_steps[policy], objectives)
+            decision = self.pbt.update(policy, self.own_env_steps[policy], objectives)
         if decision is None:
             return
         target = self.agents[policy]

@@ -56,6 +56,15 @@ DEFAULT_REWARD_SHAPING: dict[str, float] = {
     "weapon_switch": -0.02,  # per switch within `weapon_switch_window` steps of the previous one
 }
 
+
+def checked_reward_shaping(coefficients: dict[str, float]) -> dict[str, float]:
+    """``coefficients`` if each names a known term of :data:`DEFAULT_REWARD_SHAPING`, else a ValueError."""
+    unknown = set(coefficients) - set(DEFAULT_REWARD_SHAPING)
+    if unknown:
+        raise ValueError(f"unknown reward shaping keys {sorted(unknown)}; known: {sorted(DEFAULT_REWARD_SHAPING)}")
+    return coefficients
+
+
 # The deathmatch rules of a full game, as VizDoom arguments (the host's hold for a whole
 # networked match): players respawn (after respawn_delay() s), protected and away from the others; no
 # autoaim, no crouching.
@@ -145,10 +154,7 @@ class DoomFullGameEnv(DoomEnvBase):
         return int(self.game.get_game_variable(vzd.GameVariable.PLAYER_COUNT))
 
     def set_reward_shaping(self, coefficients: dict[str, float]) -> None:
-        unknown = set(coefficients) - set(DEFAULT_REWARD_SHAPING)
-        if unknown:
-            raise ValueError(f"unknown reward shaping keys {sorted(unknown)}; known: {sorted(DEFAULT_REWARD_SHAPING)}")
-        self.reward_shaping.update(coefficients)
+        self.reward_shaping.update(checked_reward_shaping(coefficients))
 
     def on_new_episode(self) -> None:
         self.game.send_game_command("removebots")
