@@ -21,6 +21,7 @@ from vecfast.envs.doom import DEFAULT_REWARD_SHAPING
 from vecfast.multiagent import doom_duel_v0
 from vecfast.multiagent.from_pettingzoo import vector_env_from
 from vecfast.selfplay import EpisodeId, Population, RandomPolicyMapping
+from vecfast.trainers import load_policy
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.ppo import PPO
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
@@ -213,3 +214,23 @@ def test_pbt_gives_each_policys_doom_players_its_own_reward_shaping(process_guar
             env.set_reward_shaping({"frags": 1.0})
     finally:
         env.close()
+
+
+def test_load_policy_loads_each_policy_of_a_population(tmp_path: Path) -> None:
+    vecfast.train(
+        "CartPole-v1",
+        total_env_steps=1_000,
+        run_dir=tmp_path / "run",
+        num_workers=2,
+        num_envs_per_worker=2,
+        num_policies=2,
+        policies_to_train=(0,),
+        **SMALL,
+    )
+    state = torch.load(sorted((tmp_path / "run" / "checkpoints").glob("last_*.pt"))[-1], weights_only=True)
+    first, second = (load_policy(tmp_path / "run", policy=p).state_dict() for p in (0, 1))
+    assert all(torch.equal(first[k], v) for k, v in state["model"].items())
+    assert all(torch.equal(second[k], v) for k, v in state["population"]["others"][0]["model"].items())
+    assert any(not torch.equal(first[k], second[k]) for k in first)
+    with pytest.raises(ValueError, match="policies 0 to 1"):
+        load_policy(tmp_path / "run", policy=2)

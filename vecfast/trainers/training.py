@@ -628,9 +628,10 @@ def _save_after(error: Exception, final_checkpoint: Callable[[], Path | None], p
         progress.note(f"stopped by {type(error).__name__}: {error}; saved {saved}")
 
 
-def load_policy(run_dir: str | os.PathLike, which: str = "last") -> ActorCritic:
+def load_policy(run_dir: str | os.PathLike, which: str = "last", policy: int = 0) -> ActorCritic:
     """The policy of a run directory, on CPU: its newest checkpoint, or with ``which="best"`` the one
-    with the best mean return (the newest if it has none yet); or of one checkpoint file.
+    with the best mean return (the newest if it has none yet); or of one checkpoint file. ``policy``: which
+    of a population's policies (``num_policies``).
 
     The newest by default: ``best.pt`` is only as good as the returns measured when it was
     written, a run shorter than ``save_best_every_sec`` has only its first one.
@@ -642,8 +643,10 @@ def load_policy(run_dir: str | os.PathLike, which: str = "last") -> ActorCritic:
             raise
         state = load_checkpoint(run_dir, "last")
     cfg = TrainConfig.from_overrides(**state["config"])
+    if not 0 <= policy < cfg.num_policies:
+        raise ValueError(f"policy={policy}: the run has policies 0 to {cfg.num_policies - 1}")
     model = ActorCritic(space_from_data(state["observation_space"]), space_from_data(state["action_space"]), cfg)
-    model.load_state_dict(state["model"])
+    model.load_state_dict(state["model"] if policy == 0 else state["population"]["others"][policy - 1]["model"])
     return model.eval()
 
 
