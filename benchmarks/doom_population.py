@@ -1,0 +1,97 @@
+"""Env frames/s of APPO on Doom duels with a population of N policies against one learning policy.
+
+A population acts with one inference batch per policy per step and learns each policy from its own share of every
+batch (:mod:`vecfast.selfplay.population`), so it should cost little: the issue's target is >= 0.8x the frames/s of
+1-policy APPO (which self-plays against its snapshots) on the same env. Runs alternate (1, N, 1, N, ...) so that
+both see the same machine; each run's frames/s is measured after ``--warmup`` seconds (games start, the first
+batches), from its ``metrics.jsonl``. Prints each run and the median ratio, and appends rows to ``--csv``.
+
+    python benchmarks/doom_population.py --policies 4 --rounds 3 --seconds 120
+
+Needs ``pip install vecfast[doom,pettingzoo]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from result_rows import append_row
+
+import vecfast
+from vecfast.multiagent import doom_duel_v0
+
+
+def steady_fps(run_dir: Path, warmup: float) -> float:
+    """Env frames per second between the first record after ``warmup`` seconds and the last."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "env_frames" in r]
+    start = next(r for r in rows if r["time"] >= warmup)
+    end = rows[-1]
+    return (end["env_frames"] - start["env_frames"]) / (end["time"] - start["time"])
+
+
+def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -> float:
+    with tempfile.TemporaryDirectory(prefix="vecfast-doom-population-") as tmp:
+        run_dir = Path(tmp) / "run"
+        vecfast.train(
+            doom_duel_v0,
+            algo="appo",
+            total_env_steps=10**12,
+            run_dir=run_dir,
+            num_workers=1,
+            num_envs_per_worker=matches,
+            num_policies=policies,
+            train_for_seconds=seconds,
+            print_every_sec=None,
+            save_every_sec=10**9,
+            save_best_every_sec=None,
+            seed=seed,
+        )
+        return steady_fps(run_dir, warmup)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policies", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=120.0, help="training time of each run")
+    parser.add_argument("--warmup", type=float, default=30.0, help="seconds of each run left out of its frames/s")
+    parser.add_argument("--matches", type=int, default=4, help="duels at once (2 agent slots each)")
+    parser.add_argument("--csv", type=Path, default=Path(__file__).parent / "results" / "doom_population.csv")
+    args = parser.parse_args()
+    fps: dict[int, list[float]] = {1: [], args.policies: []}
+    for r in range(args.rounds):
+        for n in (1, args.policies):
+            value = run(n, args.seconds, args.matches, args.warmup, seed=r)
+            fps[n].append(value)
+            row = {
+                "when": time.strftime("%Y-%m-%d %H:%M"),
+                "round": r,
+                "policies": n,
+                "matches": args.matches,
+                "seconds": args.seconds,
+                "env_frames_per_s": round(value, 1),
+            }
+            append_row(args.csv, list(row), row)
+            print(json.dumps(row), flush=True)
+    ratios = [p / o for p, o in zip(fps[args.policies], fps[1], strict=True)]
+    print(
+        json.dumps(
+            {
+                "median_fps_1_policy": statistics.median(fps[1]),
+                f"median_fps_{args.policies}_policies": statistics.median(fps[args.policies]),
+                "ratios_by_round": [round(x, 3) for x in ratios],
+                "median_ratio": round(statistics.median(ratios), 3),
+                "worst_ratio": round(min(ratios), 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
