@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from vecfast.trainers.plot import training_seconds
+from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint
 
 
 def append_row(csv_path: Path, columns: list[str], row: dict[str, Any]) -> None:
@@ -30,3 +34,24 @@ def rows_of(csv_path: Path, run: str) -> list[dict[str, str]]:
         return []
     with open(csv_path, newline="") as f:
         return [row for row in csv.DictReader(f) if row["run"] == run]
+
+
+@dataclass(frozen=True)
+class CheckpointPoint:
+    """A checkpoint of a run as a point of its curve: the file, its env steps and the training minutes to it (a
+    resumed run's sittings end to end)."""
+
+    path: Path
+    env_steps: int
+    minutes: float
+
+
+def checkpoints_to_measure(run_dir: Path, measured_steps: set[int]) -> list[CheckpointPoint]:
+    """The run's checkpoints whose env steps are not in ``measured_steps``, oldest first."""
+    seconds_at = training_seconds(run_dir)
+    steps_of = {path: load_checkpoint(path)["env_steps"] for path in last_checkpoints(run_dir)}
+    return [
+        CheckpointPoint(path, steps, seconds_at.get(steps, float("nan")) / 60)
+        for path, steps in sorted(steps_of.items(), key=lambda item: item[1])
+        if steps not in measured_steps
+    ]

@@ -23,13 +23,12 @@ from typing import Any
 
 from learning_seeds import parse_seeds
 from pettingzoo.classic import connect_four_v3
-from result_rows import append_row, rows_of
+from result_rows import append_row, checkpoints_to_measure, rows_of
 from train_appo import parse_overrides
 
 from vecfast.selfplay import one_ply_connect_four
 from vecfast.trainers import evaluate, train
-from vecfast.trainers.plot import read_metrics, training_seconds
-from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint
+from vecfast.trainers.plot import read_metrics
 
 CSV = Path(__file__).parent / "results" / "selfplay_connect_four.csv"
 OPPONENTS = {"initial": lambda: "initial", "one_ply": lambda: one_ply_connect_four(seed=0)}
@@ -41,17 +40,14 @@ COLUMNS = ["run", "seed", "minutes", "env_steps", "elo", "games"] + [
 def curve(run_dir: Path, seed: int, games: int, csv_path: Path) -> list[dict[str, Any]]:
     """Play the run's checkpoints not yet in ``csv_path`` against each opponent, appending each row at once."""
     done = {int(row["env_steps"]) for row in rows_of(csv_path, run_dir.name)}
-    seconds_at = training_seconds(run_dir)
     elo_at = {m["env_steps"]: m["elo"] for m in read_metrics(run_dir) if "elo" in m}
     rows = []
-    for path in sorted(last_checkpoints(run_dir), key=lambda p: load_checkpoint(p)["env_steps"]):
-        steps = load_checkpoint(path)["env_steps"]
-        if steps in done:
-            continue
+    for point in checkpoints_to_measure(run_dir, done):
+        path, steps = point.path, point.env_steps
         row: dict[str, Any] = {
             "run": run_dir.name,
             "seed": seed,
-            "minutes": seconds_at.get(steps, float("nan")) / 60,
+            "minutes": point.minutes,
             "env_steps": steps,
             "elo": elo_at.get(steps, float("nan")),
             "games": games,

@@ -1,0 +1,97 @@
+"""A population self-playing Doom duels: each policy's frags per episode against a built-in bot, and its Elo, over time.
+
+    python benchmarks/selfplay_doom_duel.py --minutes 40 --policies 4 --checkpoint-every-min 10
+    python benchmarks/selfplay_doom_duel.py --minutes 20 --resume          # the next chunk of the same run
+
+Trains ``vecfast.train(doom_duel_v0, num_policies=--policies)`` (APPO; each agent of each duel plays a random
+policy of the population, re-drawn every few episodes, and every policy learns from its own steps) for
+``--minutes`` in ``--run-dir``, keeping a checkpoint every ``--checkpoint-every-min``. Then every policy of every
+checkpoint not yet in ``--csv`` plays ``--episodes`` whole episodes of ``vecfast/DoomDuelBots-v0`` (the same map,
+screen and actions, against one built-in bot) with sampled actions, and its row (run, minutes, env steps, policy,
+its Elo among the population from ``metrics.jsonl``, mean frags, deaths and return against the bot) is appended
+at once. ``--resume`` trains the run on, so the curve grows in chunks across sessions (issue 25: a 60-minute
+curve of frags against bots and the population's Elo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from result_rows import append_row, checkpoints_to_measure, rows_of
+from train_appo import parse_overrides
+
+from vecfast.multiagent import doom_duel_v0
+from vecfast.trainers import evaluate, load_policy, train
+from vecfast.trainers.plot import read_metrics
+
+CSV = Path(__file__).parent / "results" / "selfplay_doom_duel.csv"
+COLUMNS = ["run", "minutes", "env_steps", "policy", "elo", "episodes", "frags", "deaths", "return"]
+
+
+def curve(run_dir: Path, policies: int, episodes: int, csv_path: Path) -> None:
+    """Play each policy of the run's checkpoints not yet in ``csv_path`` against the bot, a row each at once."""
+    done = {int(row["env_steps"]) for row in rows_of(csv_path, run_dir.name)}
+    metrics = {m["env_steps"]: m for m in read_metrics(run_dir)}
+    for point in checkpoints_to_measure(run_dir, done):
+        for policy in range(policies):
+            result = evaluate(
+                load_policy(point.path, policy=policy),
+                env="vecfast/DoomDuelBots-v0",
+                episodes=episodes,
+                deterministic=False,
+                seed=policy,
+            )
+            row: dict[str, Any] = {
+                "run": run_dir.name,
+                "minutes": point.minutes,
+                "env_steps": point.env_steps,
+                "policy": policy,
+                "elo": metrics.get(point.env_steps, {}).get(f"policy_{policy}_elo", float("nan")),
+                "episodes": episodes,
+                "frags": result.metrics["frags"],
+                "deaths": result.metrics["deaths"],
+                "return": result.mean_return,
+            }
+            append_row(csv_path, COLUMNS, row)
+            print(json.dumps(row), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=40.0, help="training time of this chunk (0: play only)")
+    parser.add_argument("--policies", type=int, default=4)
+    parser.add_argument("--matches", type=int, default=4, help="duels at once (2 agent slots each)")
+    parser.add_argument("--checkpoint-every-min", type=float, default=10.0)
+    parser.add_argument("--episodes", type=int, default=8, help="episodes against the bot per policy per point")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/selfplay_doom_duel"))
+    parser.add_argument("--resume", action="store_true", help="train --run-dir's run on for --minutes more")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--csv", type=Path, default=CSV, help="the curve's file, one row appended per point")
+    args = parser.parse_args()
+    if args.minutes > 0:
+        result = train(
+            doom_duel_v0,
+            algo="appo",
+            total_env_steps=10**12,
+            run_dir=args.run_dir,
+            resume=args.resume,
+            num_workers=1,
+            num_envs_per_worker=args.matches,
+            num_policies=args.policies,
+            seed=args.seed,
+            train_for_seconds=args.minutes * 60,
+            save_every_sec=args.checkpoint_every_min * 60,
+            keep_checkpoints=1000,
+            save_best_every_sec=None,
+            **parse_overrides(args.set),
+        )
+        print(json.dumps({"env_steps": result.stats["env_steps"], "fps": result.stats["fps"]}), flush=True)
+    curve(args.run_dir, args.policies, args.episodes, args.csv)
+
+
+if __name__ == "__main__":
+    main()
