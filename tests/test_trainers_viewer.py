@@ -165,3 +165,27 @@ def test_after_ctrl_c_the_live_dashboards_last_frame_says_interrupted_and_names_
         assert f"steps {steps:,}/100,000,000" in shown  # the name is the env steps the dashboard reported
     finally:
         terminal.close()
+
+
+def test_dashboard_shows_a_populations_elo_and_a_leagues() -> None:
+    board = Dashboard(total_env_steps=10_000, batch_size=100, title="population")
+    population = {"policy_0_elo": 1032.4, "policy_0_objective": 0.25, "policy_0_learning_rate": 1e-4}
+    population |= {"policy_1_elo": 967.6, "policy_1_learning_rate": 1.3e-4}
+    board.update(record(1000, 1.0, **population))
+    console = Console(record=True, width=100)
+    console.print(render(board, width=100))
+    text = console.export_text()
+    for expected in ("Elo", "1032", "968", "0.25", "0.00013"):
+        assert expected in text, expected
+    league = Dashboard(total_env_steps=10_000, batch_size=100, title="league")
+    league.update(record(1000, 1.0, elo=1180.0, score_vs_snapshots=0.61, snapshots=4.0, games_vs_latest=300.0))
+    console = Console(record=True, width=100)
+    console.print(render(league, width=100))
+    text = console.export_text()
+    for expected in ("Elo (learner)", "1180", "0.610", "snapshots"):
+        assert expected in text, expected
+    plain = Dashboard(total_env_steps=10_000, batch_size=100, title="plain")
+    plain.update(record(1000, 1.0))
+    console = Console(record=True, width=100)
+    console.print(render(plain, width=100))
+    assert "Elo" not in console.export_text()

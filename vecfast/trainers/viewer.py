@@ -189,6 +189,7 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits", 
         bar = ProgressBar(total=1.0, completed=min(1.0, max(0.0, share)), width=20)
         components.add_row(name, f"{100 * share:5.1f}%", bar)
 
+    selfplay = _selfplay_table(m)
     done = board.progress()
     progress = Table.grid(padding=(0, 2))
     progress.add_column()
@@ -202,11 +203,50 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits", 
     top.add_column()
     top.add_column()
     top.add_row(throughput, learning)
+    parts = [progress, Text(""), top, Text(""), episodes, Text(""), components]
+    if selfplay is not None:
+        parts[5:5] = [Text(""), selfplay]
     return Panel(
-        Group(progress, Text(""), top, Text(""), episodes, Text(""), components),
+        Group(*parts),
         title=Text(f"{board.title} ({status})"),
         subtitle=Text(hint),
     )
+
+
+def _selfplay_table(m: dict[str, Any]) -> Table | None:
+    """Self-play's figures where the run reports them: a population's policies (Elo, objective, learning rate), or
+    the one learner's league (Elo, score against its snapshots, snapshots, games)."""
+    policies = sorted(
+        int(k[len("policy_") : -len("_elo")]) for k in m if k.startswith("policy_") and k.endswith("_elo")
+    )
+    if policies:
+        table = Table(box=None, padding=(0, 2), show_edge=False)
+        for name in ("policy", "Elo", "objective", "learning rate"):
+            table.add_column(
+                name, justify="left" if name == "policy" else "right", style="bold" if name == "policy" else None
+            )
+        for p in policies:
+            objective = m.get(f"policy_{p}_objective")
+            table.add_row(
+                str(p),
+                f"{m[f'policy_{p}_elo']:.0f}",
+                "-" if objective is None else f"{objective:.3g}",
+                f"{m.get(f'policy_{p}_learning_rate', float('nan')):.3g}",
+            )
+        return table
+    if "elo" not in m:
+        return None
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("Elo (learner)", f"{m['elo']:.0f}")
+    if "score_vs_snapshots" in m:
+        table.add_row("score vs snapshots", f"{m['score_vs_snapshots']:.3f}")
+    table.add_row("snapshots", f"{m.get('snapshots', 0):.0f}")
+    table.add_row(
+        "games vs latest / snapshots", f"{m.get('games_vs_latest', 0):,.0f} / {m.get('games_vs_snapshots', 0):,.0f}"
+    )
+    return table
 
 
 class LiveDashboard:
