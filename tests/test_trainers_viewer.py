@@ -39,7 +39,7 @@ def test_dashboard_rates_eta_and_component_shares() -> None:
     assert board.samples_per_second(current=True) == 20 * 100  # 20 learner steps of 100 samples
     assert board.eta() == pytest.approx(6000 / 1500)
     shares = board.component_shares()
-    assert shares["policy worker: inference"] == pytest.approx(0.5)
+    assert shares["sampler: inference"] == pytest.approx(0.5)
     assert shares["learner: learning"] == pytest.approx(0.8)
     board.update(record(10_000, 4.0))
     assert board.finished

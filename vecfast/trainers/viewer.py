@@ -116,16 +116,17 @@ class Dashboard:
         return eta
 
     def component_shares(self) -> dict[str, float]:
-        """Share of wall time of each activity over the last interval (policy worker and learner)."""
+        """Share of wall time of each activity over the last interval (the sampler: APPO's policy worker, or the
+        synchronous loop's sampling; the learner)."""
         last, prev = self.last, self.previous
         if last is None or prev is None or last["time"] <= prev["time"]:
             return {}
         wall = last["time"] - prev["time"]
         shares = {}
         for key, name in (
-            ("time_envs", "policy worker: waiting for envs"),
-            ("time_inference", "policy worker: inference"),
-            ("time_sampler_waiting_slots", "policy worker: waiting for buffers"),
+            ("time_envs", "sampler: waiting for envs"),
+            ("time_inference", "sampler: inference"),
+            ("time_sampler_waiting_slots", "sampler: waiting for buffers"),
         ):
             if key in last and key in prev:
                 shares[name] = (last[key] - prev[key]) / wall

@@ -117,7 +117,12 @@ class SyncTrainer:
                 learner_steps=self.agent.algorithm.version,
                 episodes=sampler.episodes.summary(),
                 learning=collective.all_mean(learned),
-                timings={"time_sampling": sample_time, "time_learning": time.perf_counter() - learn_start},
+                timings={
+                    "time_sampling": sample_time,
+                    "time_learning": time.perf_counter() - learn_start,
+                    "time_envs": sampler.timings.waiting_envs,  # cumulative, as APPO's: of the sampling above
+                    "time_inference": sampler.timings.inference,
+                },
                 extra={"rollout_steps": steps},
             )
 
