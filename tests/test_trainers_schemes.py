@@ -103,11 +103,16 @@ def test_a_trainer_that_reports_only_env_steps_trains(tmp_path):
     env.close()
 
 
-def test_ppo_under_the_sync_scheme_reports_no_policy_lag(tmp_path):
-    """Acting and learning policy are the same: no lag is faked."""
+def test_ppo_under_the_sync_scheme_reports_no_policy_lag_and_profiles_its_sampling(tmp_path):
+    """Acting and learning policy are the same: no lag is faked. The sampling time splits into the envs' and the
+    inference's (cumulative, as APPO's)."""
     result = vecfast.train("CartPole-v1", algo="ppo", total_env_steps=2048, run_dir=tmp_path / "r", **SMALL)
-    first = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[0])
+    records = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    first, last = records[0], records[-1]
     assert "policy_lag_avg" not in first and first["learner_steps"] > 0
+    sampling = sum(r["time_sampling"] for r in records)
+    assert 0 < last["time_envs"] and 0 < last["time_inference"]
+    assert last["time_envs"] + last["time_inference"] <= sampling
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert (config["algo"], config["scheme"]) == ("ppo", "sync") and result.stats["env_steps"] >= 2048
 
