@@ -221,6 +221,12 @@ def test_user_errors_of_train_are_one_line(tmp_path: Path, capsys: pytest.Captur
     assert line.endswith("unknown algorithm 'dqn'; registered: appo, ddppo, ppo")
     line = one_error_line(capsys, ["train", "CartPole-v1", "--rollout", "30"])
     assert line.endswith("invalid config: batch_size (512) must be a multiple of rollout (30)")
+    sync = ["train", "CartPole-v1", "--algo", "ppo", "--num_workers", "1", "--num_envs_per_worker", "2"]
+    line = one_error_line(capsys, [*sync, "--batch_size", "96", "--run-dir", str(tmp_path / "sync")])
+    assert line.endswith(
+        "invalid config: a synchronous rollout has num_envs * rollout = 64 samples; batch_size=96 must divide it"
+    )
+    assert not (tmp_path / "sync").exists()
     line = one_error_line(capsys, ["tune", "CartPole-v1", "--nonlinearity", "gelu"], command="tune")
     assert "nonlinearity must be 'elu', 'relu' or 'tanh'" in line
     run_dir = tmp_path / "live"

@@ -289,14 +289,20 @@ def _check_config(algo: str, scheme: str | None, env_id: str, config: dict[str, 
     ``num_envs`` and the device, before anything starts."""
     from vecfast.trainers.defaults import env_recipe
     from vecfast.trainers.runtime import resolve_device
+    from vecfast.trainers.schemes.synchronous import check_rollout_splits
 
-    layers = {**_recipe(algo, scheme).defaults, **env_recipe(env_id), **config}
+    recipe = _recipe(algo, scheme)
+    layers = {**recipe.defaults, **env_recipe(env_id), **config}
     try:
         if num_envs is not None:
             layers.update(split_num_envs(num_envs, layers.get("num_workers", TrainConfig.num_workers)))
-        if layers.get("num_workers") == AUTO:  # tuning chooses them
+        tuned = layers.get("num_workers") == AUTO
+        if tuned:  # tuning chooses them
             layers = {k: v for k, v in layers.items() if k not in TUNED_KEYS}
-        resolve_device(TrainConfig.from_overrides(**layers))
+        cfg = TrainConfig.from_overrides(**layers)
+        resolve_device(cfg)
+        if recipe.scheme in ("sync", "distributed") and not tuned:  # the schemes that run SyncTrainer
+            check_rollout_splits(cfg.num_envs, cfg)
     except (TypeError, ValueError) as exc:
         raise CommandError(f"invalid config: {exc}") from None
 

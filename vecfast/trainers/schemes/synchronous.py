@@ -51,6 +51,16 @@ class FullRollouts:
         pass
 
 
+def check_rollout_splits(num_envs: int, cfg: TrainConfig) -> None:
+    """A synchronous rollout of ``num_envs`` envs must split into whole minibatches of ``cfg.batch_size``."""
+    samples = num_envs * cfg.rollout
+    if samples % cfg.batch_size:
+        raise ValueError(
+            f"a synchronous rollout has num_envs * rollout = {samples} samples; batch_size={cfg.batch_size} must "
+            "divide it"
+        )
+
+
 def _nothing() -> None:
     pass
 
@@ -73,12 +83,7 @@ class SyncTrainer:
                 f"num_policies={cfg.num_policies}: populations train under the asynchronous scheme (algo='appo'), "
                 "as in Sample Factory"
             )
-        samples = env.num_envs * cfg.rollout
-        if samples % cfg.batch_size:
-            raise ValueError(
-                f"a synchronous rollout has num_envs * rollout = {samples} samples; "
-                f"batch_size={cfg.batch_size} must divide it"
-            )
+        check_rollout_splits(env.num_envs, cfg)
         self.env, self.cfg, self.total_env_steps = env, cfg, total_env_steps
         self.agent = Agent(env, algorithm, cfg, learn_with)
         self.model, self.device = self.agent.model, self.agent.device
