@@ -55,7 +55,14 @@ def test_each_episode_is_played_by_the_policy_mapped_when_it_started(use_rnn: bo
         drawn.append((env_index, episode))
         return (env_index + episode) % 2  # alternates per env, so batches mix both policies
 
-    sampler = Sampler(StepAsRecv(env), policies, cfg.rollout, env.num_envs, mapping=mapping, seed=0)
+    ended: list[tuple[int, int, int]] = []  # (env, episode number, policy) of each finished episode
+
+    def on_episode_end(finished: EndedEpisode, number: int) -> None:
+        ended.append((finished.env, number, finished.policy))
+
+    sampler = Sampler(
+        StepAsRecv(env), policies, cfg.rollout, env.num_envs, mapping=mapping, on_episode_end=on_episode_end, seed=0
+    )
     received = sampler.reset()
     mixed = 0  # steps whose batch both policies shared
     episode = [-1] * env.num_envs  # each env's episode number, counted from the trajectories' first flags
@@ -84,6 +91,8 @@ def test_each_episode_is_played_by_the_policy_mapped_when_it_started(use_rnn: bo
                     assert traj.actions[i, t] == expected  # and it acted as that policy
         sampler.release(slots)
     assert min(episode) >= 3 and mixed > 10
+    # each finished episode names the policy that played it
+    assert len(ended) >= 12 and all(policy == (i + number) % 2 for i, number, policy in ended)
     # the mapping was asked once per episode of each env, in order
     for i in range(env.num_envs):
         assert [e for j, e in drawn if j == i] == list(range(sampler.episodes_started[i]))

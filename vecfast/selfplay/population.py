@@ -98,7 +98,6 @@ class Population:
         self.match_ids = np.asarray(slots.match_ids) if self.in_matches else np.arange(env.num_envs)
         self.num_agents = slots.num_agents if self.in_matches else 1
         self.policy_mapping = policy_mapping or RandomPolicyMapping(n, cfg.resample_policy_every_episodes, cfg.seed)
-        self.playing = np.zeros(env.num_envs, dtype=np.int64)  # the policy of each slot's current episode
         self.objectives = [deque(maxlen=cfg.stats_avg) for _ in range(n)]
         self.own_env_steps = [0] * n  # steps each policy has learned from (PBT's clock)
         self.elo = Elo()
@@ -125,7 +124,6 @@ class Population:
         policy = int(self.policy_mapping(self.agent_ids[env].item(), EpisodeId(int(self.match_ids[env]), episode)))
         if not 0 <= policy < self.num_policies:
             raise ValueError(f"policy_mapping returned {policy!r}: policies are 0 to {self.num_policies - 1}")
-        self.playing[env] = policy
         if self.shaping_env is not None:  # between the slot's steps: the sampler calls this before it acts
             with self.lock:
                 wanted = self.pbt.settings(policy).reward_shaping
@@ -137,7 +135,7 @@ class Population:
     def episode_ended(self, ended: EndedEpisode, episode: int) -> None:
         """Slot ``ended.env`` finished its episode ``episode``: its policy's objective; once every agent of the
         match has finished the game, the Elo of the different policies that played it."""
-        policy, objective = int(self.playing[ended.env]), objective_of(ended)
+        policy, objective = ended.policy, objective_of(ended)
         with self.lock:
             self.objectives[policy].append(objective)
             if not self.in_matches:

@@ -97,13 +97,14 @@ class EpisodeBoundaries:
 
 @dataclass(frozen=True)
 class EndedEpisode:
-    """One finished episode of env ``env``: its return and length (reset steps not counted) and the env's own
-    figures from its final info."""
+    """One finished episode of env ``env``: its return and length (reset steps not counted), the env's own
+    figures from its final info, and the sampler's policy that played it."""
 
     env: int
     episode_return: float
     length: int
     metrics: dict[str, float]
+    policy: int = 0
 
 
 class EpisodeTracker:

@@ -233,7 +233,8 @@ class Sampler:
                 ids_np[had_np], rewards[had_np], done_np[had_np], valid_np, info, np.flatnonzero(had_np)
             )
             for episode in ended:
-                self.on_episode_end(episode, int(self.episodes_started[episode.env]) - 1)
+                played = dataclasses.replace(episode, policy=int(self.policy_id[episode.env]))
+                self.on_episode_end(played, int(self.episodes_started[episode.env]) - 1)
             self.boundaries.stepped(prev, valid, done)
             self.env_steps += len(prev)
             self._choose_policies(ids_np[had_np][~valid_np])
