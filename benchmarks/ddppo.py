@@ -12,8 +12,11 @@ the slow rank without preemption (``sync_frac=1``). Goal: with preemption within
 ranks' time, without >= 2x.
 
 ``throughput``: env frames/s of ``algo="ppo"`` in one process, and of ``algo="ddppo"`` with 1 and
-2 ranks, all at the same total number of envs (2 ranks: half each), each trained for ``--seconds``;
-the configurations run interleaved, ``--repeats`` times, and each reports its median.
+2 ranks, all at the same total number of envs (2 ranks: half each; ``--per-rank``: each rank
+``--num-envs``, as the PointNav recipe runs), each trained for ``--seconds`` and measured after
+``--warmup``; the configurations run interleaved, ``--repeats`` times, and each reports its median:
+
+    python benchmarks/ddppo.py throughput --configs ddppo1 ddppo2 --per-rank --repeats 2
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from result_rows import steady_fps
 from train_appo import parse_overrides
 
 import vecfast  # noqa: F401  (registers vecfast's env ids)
@@ -103,30 +107,38 @@ def preemption(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+THROUGHPUT_CONFIGS = {"ppo": ("ppo", None, 1), "ddppo1": ("ddppo", 1, 1), "ddppo2": ("ddppo", 2, 2)}
+
+
 def throughput(args: argparse.Namespace) -> dict[str, Any]:
-    """Each configuration trains for ``--seconds``; a batched env has all of a rank's envs in one simulator,
-    a process-pool env gets 2 workers in one process and 1 per rank with 2 ranks (the cores are shared)."""
-    configs = {"ppo, 1 process": ("ppo", None, 1), "ddppo, 1 rank": ("ddppo", 1, 1), "ddppo, 2 ranks": ("ddppo", 2, 2)}
-    results: dict[str, list[float]] = {name: [] for name in configs}
+    """Each configuration trains for ``--seconds``; its frames/s are the steady ones, after ``--warmup`` seconds
+    (launch, env start, the first updates). A batched env has all of a rank's envs in one simulator, a
+    process-pool env gets 2 workers in one process and 1 per rank with 2 ranks (the cores are shared). Ratios are
+    to the first configuration run."""
+    results: dict[str, list[float]] = {name: [] for name in args.configs}
     for repeat in range(args.repeats):
-        for name, (algo, num_processes, ranks) in configs.items():
-            envs = args.num_envs // ranks
+        for name in args.configs:
+            algo, num_processes, ranks = THROUGHPUT_CONFIGS[name]
+            envs = args.num_envs if args.per_rank else args.num_envs // ranks
             workers = 1 if args.batched else 2 // ranks
             settings = {"num_workers": workers, "num_envs_per_worker": envs // workers, "print_every_sec": None}
             with tempfile.TemporaryDirectory() as tmp:
-                result = train(args.env, algo=algo, num_processes=num_processes, total_env_steps=10**10,
-                               run_dir=Path(tmp) / "run", train_for_seconds=args.seconds,
-                               **{**settings, **parse_overrides(args.set)})  # fmt: skip
-            results[name].append(result.stats["fps"])
-            print(f"round {repeat + 1}: {name}: {result.stats['fps']:,.0f} env frames/s", flush=True)
-    base = float(np.median(results["ppo, 1 process"]))
+                train(args.env, algo=algo, num_processes=num_processes, total_env_steps=10**10,
+                      run_dir=Path(tmp) / "run", train_for_seconds=args.seconds,
+                      **{**settings, **parse_overrides(args.set)})  # fmt: skip
+                fps = steady_fps(Path(tmp) / "run", args.warmup)
+            results[name].append(fps)
+            print(f"round {repeat + 1}: {name}: {fps:,.0f} env frames/s", flush=True)
+    base_name = args.configs[0]
+    base = float(np.median(results[base_name]))
     summary = {}
-    print(f"\n{args.env}, {args.num_envs} envs in all, {args.seconds:.0f} s per run")
-    print(f"{'configuration':<20} {'frames/s (median)':>18} {'vs ppo':>7}   rounds")
+    envs = f"{args.num_envs} envs per rank" if args.per_rank else f"{args.num_envs} envs in all"
+    print(f"\n{args.env}, {envs}, {args.seconds:.0f} s per run, frames/s after {args.warmup:.0f} s")
+    print(f"{'configuration':<20} {'frames/s (median)':>18} {'vs ' + base_name:>10}   rounds")
     for name, values in results.items():
         median = float(np.median(values))
-        summary[name] = {"fps": values, "median": median, "vs_ppo": median / base}
-        print(f"{name:<20} {median:>18,.0f} {median / base:>6.2f}x   " + ", ".join(f"{v:,.0f}" for v in values))
+        summary[name] = {"fps": values, "median": median, f"vs_{base_name}": median / base}
+        print(f"{name:<20} {median:>18,.0f} {median / base:>9.2f}x   " + ", ".join(f"{v:,.0f}" for v in values))
     return summary
 
 
@@ -142,6 +154,17 @@ def main() -> None:
     thr.add_argument("--num-envs", type=int, default=64)
     thr.add_argument("--seconds", type=float, default=60.0)
     thr.add_argument("--repeats", type=int, default=1)
+    thr.add_argument("--warmup", type=float, default=20.0, help="seconds of each run left out of its frames/s")
+    thr.add_argument(
+        "--configs",
+        nargs="+",
+        choices=list(THROUGHPUT_CONFIGS),
+        default=list(THROUGHPUT_CONFIGS),
+        help="ppo: one process; ddppo1, ddppo2: DD-PPO with 1 or 2 ranks (the first is the baseline)",
+    )
+    thr.add_argument(
+        "--per-rank", action="store_true", help="--num-envs envs in each rank (the recipe's way) rather than in all"
+    )
     thr.add_argument("--batched", action=argparse.BooleanOptionalAction, default=None,
                      help="the env is a batched simulator (default: it has a vector_entry_point)")  # fmt: skip
     thr.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")

@@ -20,19 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from result_rows import append_row
+from result_rows import append_row, steady_fps
 
 import vecfast
 from vecfast.multiagent import doom_duel_v0
-
-
-def steady_fps(run_dir: Path, warmup: float) -> float:
-    """Env frames per second between the first record after ``warmup`` seconds and the last."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if "env_frames" in r]
-    start = next(r for r in rows if r["time"] >= warmup)
-    end = rows[-1]
-    return (end["env_frames"] - start["env_frames"]) / (end["time"] - start["time"])
 
 
 def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,3 +56,13 @@ def checkpoints_to_measure(run_dir: Path, measured_steps: set[int]) -> list[Chec
         for path, steps in sorted(steps_of.items(), key=lambda item: item[1])
         if steps not in measured_steps
     ]
+
+
+def steady_fps(run_dir: Path, warmup: float) -> float:
+    """A run's env frames per second between its first metrics record after ``warmup`` seconds and its last
+    (leaving out the launch, the envs' start and the first updates)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "env_frames" in r]
+    start = next(r for r in rows if r["time"] >= warmup)
+    end = rows[-1]
+    return (end["env_frames"] - start["env_frames"]) / (end["time"] - start["time"])

@@ -103,6 +103,39 @@ def where_am_i() -> tuple[int, str]:
 
 
 @pytest.mark.timeout(120)
+class WrongShape(ValueError):
+    """An error a user's code raises in a rank."""
+
+
+def fail_on_rank_1() -> int:
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        raise WrongShape(f"rank {rank} got a bad batch")
+    time.sleep(60)  # rank 0 would wait on rank 1 in a collective: the launcher stops it
+    return rank
+
+
+@pytest.mark.parametrize("isolated", [True, False], ids=["private-network", "host-network"])
+def test_a_ranks_error_is_raised_in_the_caller_as_its_own_type(isolated, monkeypatch):
+    """An error in a rank surfaces with its type, message and the rank that raised it, however the ranks were
+    started (the launcher's ChildFailedError does not even unpickle across the private network's pipe)."""
+    monkeypatch.setenv("VECFAST_NETWORK_ISOLATION", "1" if isolated else "0")
+    start = time.monotonic()
+    with pytest.raises(WrongShape) as raised:
+        launch_local(2, fail_on_rank_1)
+    assert "rank 1 got a bad batch" in str(raised.value)
+    assert any("raised in rank 1 of 2" in note for note in raised.value.__notes__)
+    assert time.monotonic() - start < 50  # rank 0 was stopped, not waited for
+
+
+def test_a_distributed_runs_config_error_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="synchronous rollout has num_envs \\* rollout = 64 samples"):
+        vecfast.train(
+            "CartPole-v1", algo="ddppo", num_processes=2, total_env_steps=1000, run_dir=tmp_path / "run",
+            **{**SMALL, "num_workers": 1, "num_envs_per_worker": 2, "rollout": 32, "batch_size": 96},
+        )  # fmt: skip
+
+
 def test_a_local_launch_listens_in_a_private_network_only():
     """torch's rendezvous store listens on every address of its network: a local launch runs it (and the
     ranks) in a network namespace of their own, whose only interface is loopback."""

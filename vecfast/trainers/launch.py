@@ -38,6 +38,7 @@ from vecfast.network_isolation import (
     isolation_requested,
 )
 
+RANK_ERRORS_VAR = "VECFAST_RANK_ERRORS"  # the directory where a local launch's ranks leave the errors they raise
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = "29500"
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)  # a rank that waits longer on the others gives up
@@ -145,7 +146,7 @@ def launch_local(
     user's cache directory, not ``$TMPDIR/torchinductor_<user>`` (:func:`_private_inductor_cache`).
     """
     config = _local_config(num_processes, run_id or uuid.uuid4().hex)
-    with _private_inductor_cache():
+    with _private_inductor_cache(), _rank_errors():
         if isolation_requested(network_isolation):
             try:
                 network = PrivateNetwork(sys.executable)
@@ -165,6 +166,22 @@ def launch_local(
                     network.close()
         with _ctrl_c_to_the_ranks():
             return _launch(config, fn, args)
+
+
+@contextlib.contextmanager
+def _rank_errors() -> Iterator[None]:
+    """:data:`RANK_ERRORS_VAR` for the launcher and the ranks: a temporary directory, removed afterwards."""
+    errors = tempfile.mkdtemp(prefix="vecfast-rank-errors-")
+    previous = os.environ.get(RANK_ERRORS_VAR)
+    os.environ[RANK_ERRORS_VAR] = errors
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(RANK_ERRORS_VAR, None)
+        else:
+            os.environ[RANK_ERRORS_VAR] = previous
+        shutil.rmtree(errors, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -217,9 +234,54 @@ def _local_config(num_processes: int, run_id: str) -> Any:
 
 
 def _launch(config: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Rank 0's result, or the error of the first rank that failed, raised as its own type (torch's launcher
+    raises a ChildFailedError that holds only its text)."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
-    return elastic_launch(config, fn)(*args)[0]
+    # the ranks unpickle _run_rank by its module's name; the launcher process runs this module as __main__
+    from vecfast.trainers.launch import _run_rank as run_rank
+
+    try:
+        return elastic_launch(config, run_rank)(fn, *args)[0]
+    except ChildFailedError as failed:
+        raise _rank_error(failed, config.nproc_per_node) from None
+
+
+def _run_rank(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a rank; an error it raises is also left, pickled, in :data:`RANK_ERRORS_VAR`'s directory."""
+    try:
+        return fn(*args)
+    except BaseException as error:
+        _leave_error(error)
+        raise
+
+
+def _leave_error(error: BaseException) -> None:
+    errors = os.environ.get(RANK_ERRORS_VAR)
+    if errors is None or not os.path.isdir(errors):
+        return
+    try:
+        data = pickle.dumps(error)
+        pickle.loads(data)  # an exception whose class needs other arguments than its args does not come back
+    except Exception:
+        data = pickle.dumps(RuntimeError(f"{type(error).__qualname__}: {error}"))
+    with open(os.path.join(errors, f"rank{os.environ.get('RANK', '0')}.pickle"), "wb") as f:
+        f.write(data)
+
+
+def _rank_error(failed: Any, world_size: int) -> BaseException:
+    """The error of the first failed rank that left one (the others were stopped because of it), noted with its
+    rank; else a RuntimeError with the launcher's report (a rank killed by a signal leaves none)."""
+    errors = os.environ.get(RANK_ERRORS_VAR)
+    for rank in sorted(failed.failures, key=lambda r: failed.failures[r].timestamp):
+        path = os.path.join(errors, f"rank{rank}.pickle") if errors else None
+        if path and os.path.exists(path):
+            with open(path, "rb") as f:
+                error = pickle.load(f)
+            error.add_note(f"raised in rank {rank} of {world_size} (its traceback is above)")
+            return error
+    return RuntimeError(str(failed))
 
 
 @contextlib.contextmanager
