@@ -20,13 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from result_rows import append_row, steady_fps
+from result_rows import append_row, steady_fps, steady_share
 
 import vecfast
 from vecfast.multiagent import doom_duel_v0
 
 
-def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -> float:
+def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -> tuple[float, float]:
+    """Steady env frames/s, and the share of wall time the sampler spent in inference over the same span (the
+    duels step synchronously, so it is on the envs' critical path)."""
     with tempfile.TemporaryDirectory(prefix="vecfast-doom-population-") as tmp:
         run_dir = Path(tmp) / "run"
         vecfast.train(
@@ -43,7 +45,7 @@ def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -
             save_best_every_sec=None,
             seed=seed,
         )
-        return steady_fps(run_dir, warmup)
+        return steady_fps(run_dir, warmup), steady_share(run_dir, warmup, "time_inference")
 
 
 def main() -> None:
@@ -58,7 +60,7 @@ def main() -> None:
     fps: dict[int, list[float]] = {1: [], args.policies: []}
     for r in range(args.rounds):
         for n in (1, args.policies):
-            value = run(n, args.seconds, args.matches, args.warmup, seed=r)
+            value, inference = run(n, args.seconds, args.matches, args.warmup, seed=r)
             fps[n].append(value)
             row = {
                 "when": time.strftime("%Y-%m-%d %H:%M"),
@@ -69,7 +71,7 @@ def main() -> None:
                 "env_frames_per_s": round(value, 1),
             }
             append_row(args.csv, list(row), row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({**row, "inference_share": round(inference, 3)}), flush=True)
     ratios = [p / o for p, o in zip(fps[args.policies], fps[1], strict=True)]
     print(
         json.dumps(

@@ -58,11 +58,21 @@ def checkpoints_to_measure(run_dir: Path, measured_steps: set[int]) -> list[Chec
     ]
 
 
-def steady_fps(run_dir: Path, warmup: float) -> float:
-    """A run's env frames per second between its first metrics record after ``warmup`` seconds and its last
-    (leaving out the launch, the envs' start and the first updates)."""
+def _steady_span(run_dir: Path, warmup: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run's first metrics record after ``warmup`` seconds and its last (leaving out the launch, the envs'
+    start and the first updates)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "env_frames" in r]
-    start = next(r for r in rows if r["time"] >= warmup)
-    end = rows[-1]
+    return next(r for r in rows if r["time"] >= warmup), rows[-1]
+
+
+def steady_fps(run_dir: Path, warmup: float) -> float:
+    """A run's env frames per second over its steady span."""
+    start, end = _steady_span(run_dir, warmup)
     return (end["env_frames"] - start["env_frames"]) / (end["time"] - start["time"])
+
+
+def steady_share(run_dir: Path, warmup: float, timer: str) -> float:
+    """The share of the steady span's wall time that cumulative timer ``timer`` (``time_inference``) counted."""
+    start, end = _steady_span(run_dir, warmup)
+    return (end[timer] - start[timer]) / (end["time"] - start["time"])
