@@ -96,6 +96,10 @@ def test_each_policy_learns_from_its_own_steps_and_frozen_policies_stay_bit_iden
         assert batches, f"policy {p} never learned"
         for batch in batches:  # only its own steps are valid, and it saw all of them in the trajectories it got
             assert batch.valid.any() and (batch.policy_id[batch.valid] == p).all()
+            # a whole batch of its own (as Sample Factory's learners take), not its third of the sampler's batch
+            assert len(batch) >= cfg.batch_size // cfg.rollout
+        # each learned once per three of the sampler's batches, not from every one
+        assert len(batches) <= 12 // 3 + 1
     assert not population.agents[1].algorithm.batches
     for key, value in frozen.items():
         assert torch.equal(population.agents[1].model.state_dict()[key], value), key

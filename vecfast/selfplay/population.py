@@ -4,7 +4,10 @@ Why: several policies trained side by side on the same envs play each other (the
 does, without snapshots) and, with PBT, tune their hyperparameters as they learn. Each agent slot's episode is
 played by the policy ``policy_mapping(agent_id, EpisodeId)`` chooses when it starts (RLlib's ``policy_mapping_fn``;
 default :class:`RandomPolicyMapping`, Sample Factory's). A batch of trajectories is split by the policy that took
-each step: each policy in ``policies_to_train`` learns from its own steps only, the others stay frozen. Finished
+each step: each policy in ``policies_to_train`` learns from its own steps only, the others stay frozen. As Sample
+Factory's learners do, a policy of a population gathers its trajectories until it holds a whole batch (as many as
+the sampler's batch), so that N policies take the gradient steps per env frame that one policy takes (trajectories
+still gathering are not in a checkpoint). Finished
 episodes give each policy its objective (the env's ``true_objective``, else the return), which ranks the population
 for PBT (it mutates the hyperparameters and, where the env has ``set_reward_shaping`` per slot, the reward shaping a
 policy's agents get from their next episode); a finished match between different policies updates their Elo ratings.
@@ -100,6 +103,7 @@ class Population:
         self.policy_mapping = policy_mapping or RandomPolicyMapping(n, cfg.resample_policy_every_episodes, cfg.seed)
         self.objectives = [deque(maxlen=cfg.stats_avg) for _ in range(n)]
         self.own_env_steps = [0] * n  # steps each policy has learned from (PBT's clock)
+        self.gathered: list[list[Trajectories]] = [[] for _ in range(n)]  # each policy's, toward its next batch
         self.elo = Elo()
         self.pending: dict[EpisodeId, list[tuple[int, float]]] = {}  # (policy, objective) per ended slot of a match
         # PBT mutates the reward shaping too where the env gives each slot its own (Doom matches)
@@ -151,8 +155,9 @@ class Population:
     def learn(
         self, batch: Trajectories, progress: float, publish: Callable[[int], None]
     ) -> dict[int, dict[str, float]]:
-        """Each policy to train learns from its own steps of ``batch`` (``publish(p)`` after each gradient step),
-        then takes its PBT step if one is due. Returns each policy's loss terms (of those with steps here)."""
+        """Each policy to train takes its own steps of ``batch``; one that holds a batch's worth of trajectories
+        learns from them (``publish(p)`` after each gradient step), then takes its PBT step if one is due. Returns
+        each policy's loss terms (of those that learned here)."""
         learned = {}
         for p in self.to_train:
             mine = batch.valid & (batch.policy_id == p)
@@ -160,8 +165,11 @@ class Population:
                 continue
             rows = mine.any(dim=1).nonzero().squeeze(1)
             own = batch if len(rows) == len(batch) else batch.select(rows)
-            own = dataclasses.replace(own, valid=mine[rows] if len(rows) < len(batch) else mine)
-            self.own_env_steps[p] += int(mine.sum())
+            self.gathered[p].append(dataclasses.replace(own, valid=mine[rows] if len(rows) < len(batch) else mine))
+            if self.num_policies > 1 and sum(map(len, self.gathered[p])) < len(batch):
+                continue
+            own, self.gathered[p] = Trajectories.concatenate(self.gathered[p]), []
+            self.own_env_steps[p] += int(own.valid.sum())
             algorithm = self.agents[p].algorithm
             learned[p] = algorithm.learn(own, progress, on_policy=False, after_step=lambda p=p: publish(p))
             self._pbt_step(p, publish)

@@ -10,8 +10,9 @@ has ``first`` True (the recurrent state restarts there).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,6 +76,20 @@ class Trajectories:
             value = getattr(self, f.name)
             out[f.name] = {k: fn(v) for k, v in value.items()} if isinstance(value, dict) else fn(value)
         return Trajectories(**out)
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[Trajectories]) -> Trajectories:
+        """One Trajectories holding every trajectory of ``parts``, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            values = [getattr(part, f.name) for part in parts]
+            if isinstance(values[0], dict):
+                out[f.name] = {k: torch.cat([v[k] for v in values]) for k in values[0]}
+            else:
+                out[f.name] = torch.cat(values)
+        return cls(**out)
 
     def select(self, index: torch.Tensor) -> Trajectories:
         """A copy of trajectories ``index`` (advanced indexing copies)."""
