@@ -357,3 +357,34 @@ def test_image_normalisation_folded_into_the_first_convolution_is_exact(shape: t
     std = (encoder.norm.var + encoder.norm.epsilon).sqrt().float()
     explicit = encoder.mlp(encoder.rest(encoder.first((pixels - encoder.norm.mean.float()) / std)))
     torch.testing.assert_close(encoder(images), explicit, atol=1e-5, rtol=1e-4)
+
+
+def test_board_planes_go_through_a_conv_encoder_that_keeps_the_board() -> None:
+    """PettingZoo's classic boards (int8 planes, channels last) get the "board" convolutions, padded
+    so that a 3x3 tic-tac-toe board fits; the normalisation folded into the padded first convolution is the
+    explicit one of the board padded with empty cells."""
+    from pettingzoo.classic import connect_four_v3
+
+    from vecfast.trainers.defaults import config_for
+    from vecfast.trainers.models import ConvEncoder
+    from vecfast.trainers.registry import resolve
+
+    observation = connect_four_v3.env().observation_space("player_0")
+    cfg = config_for(observation, resolve("appo"), {})
+    assert not cfg.use_rnn and cfg.learning_rate == 1e-3 and cfg.encoder_conv_mlp_layers == (128,)
+    model = ActorCritic(observation, spaces.Discrete(7), cfg)
+    encoder = model.encoders["observation"]
+    assert isinstance(encoder, ConvEncoder) and encoder.channels_last  # (rows, columns, planes)
+    assert encoder.rest[-1](encoder.rest[:-1](torch.zeros(1, 32, 6, 7))).shape[1] == 32 * 6 * 7  # size kept
+    board = spaces.Box(0, 1, (3, 3, 2), np.int8)
+    ActorCritic(spaces.Dict({"observation": board}), spaces.Discrete(9), cfg)  # 3x3 fits
+
+    torch.manual_seed(0)
+    encoder = ConvEncoder((6, 7, 2), small_config(encoder_bf16=False), np.int8)  # configured for pixels
+    boards = torch.randint(0, 2, (8, 6, 7, 2), dtype=torch.int8)
+    encoder.update_norm(boards)
+    std = (encoder.norm.var + encoder.norm.epsilon).sqrt().float()
+    padded = torch.nn.functional.pad(encoder.nchw(boards), (1, 1, 1, 1))  # empty cells around the board
+    normalised = (padded - encoder.norm.mean.float()) / std
+    first = torch.nn.functional.conv2d(normalised, encoder.first.weight, encoder.first.bias)
+    torch.testing.assert_close(encoder(boards), encoder.mlp(encoder.rest(first)), atol=1e-5, rtol=1e-4)

@@ -139,10 +139,11 @@ class TrainConfig:
     rnn_size: int = 512
     """The GRU's hidden size."""
     encoder_conv_architecture: str = "convnet_simple"
-    """The conv encoder of image observations: Sample Factory's "convnet_simple" or "convnet_atari", or
-    "se_resnet9": Large Batch Simulation's SE-ResNet9 with Fixup (no normalisation layers; image height and
-    width multiples of 4): ~64M multiply-adds per 64x64 image, 20-30x convnet_simple's (forward + backward
-    ~18x slower on a CPU thread: benchmarks/encoder_speed.py)."""
+    """The conv encoder of image observations: Sample Factory's "convnet_simple" or "convnet_atari"; "board" (two
+    3x3 convolutions that keep the size: board games' int8 or bool planes always get it); or "se_resnet9": Large
+    Batch Simulation's SE-ResNet9 with Fixup (no normalisation layers; image height and width multiples of 4):
+    ~64M multiply-adds per 64x64 image, 20-30x convnet_simple's (forward + backward ~18x slower on a CPU thread:
+    benchmarks/encoder_speed.py)."""
     encoder_base_channels: int = 64
     """se_resnet9's channels in its first stage, doubled in each of the next three (the paper's 64; 16 does
     ~1/16 of the work)."""
@@ -241,9 +242,9 @@ class TrainConfig:
             raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
         if self.weight_decay and self.optimizer != "lamb":
             raise ValueError(f"weight_decay applies to optimizer='lamb' only, got optimizer={self.optimizer!r}")
-        if self.encoder_conv_architecture not in ("convnet_simple", "convnet_atari", "se_resnet9"):
+        if self.encoder_conv_architecture not in ("convnet_simple", "convnet_atari", "board", "se_resnet9"):
             raise ValueError(
-                "encoder_conv_architecture must be 'convnet_simple', 'convnet_atari' or 'se_resnet9', "
+                "encoder_conv_architecture must be 'convnet_simple', 'convnet_atari', 'board' or 'se_resnet9', "
                 f"got {self.encoder_conv_architecture!r}"
             )
         _check_count("encoder_base_channels", self.encoder_base_channels, "")

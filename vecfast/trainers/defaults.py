@@ -6,7 +6,8 @@ kind of observations under every scheme, so they sit above the scheme's: a vecto
 the family's learning rate whichever scheme runs it. An algorithm's own settings (A2C's) beat both.
 
 TrainConfig's own defaults are Sample Factory's, for pixels (conv encoder + GRU); envs without
-image observations (classic control and the like) get a small MLP and their own learning settings.
+image observations (classic control and the like) get a small MLP and their own learning settings, and
+board games (PettingZoo's classic planes) those learning settings with a conv encoder that keeps the board.
 An env may have a recipe of its own: PointNav trains with the Large Batch Simulation paper's.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 from gymnasium import spaces
 
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import is_image, observation_spaces
+from vecfast.trainers.models import is_board, is_image, observation_spaces
 from vecfast.trainers.registry import Recipe
 
 VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
@@ -50,12 +51,22 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
 VECTOR_FAMILY_DISTRIBUTED_DEFAULTS: dict[str, Any] = {"lr_scaling": "sqrt"}
 
 
+# Board planes (connect four's 6x7x2, tic-tac-toe's 3x3x2): the vector family's learning settings, the board
+# through 3x3 convolutions that keep its size instead of flattened into the MLP, which sees no cell's neighbours.
+BOARD_FAMILY_DEFAULTS: dict[str, Any] = {
+    "encoder_conv_mlp_layers": (128,),
+    "nonlinearity": "relu",
+}
+
+
 def family_defaults(observation_space: spaces.Space, distributed: bool = False) -> dict[str, Any]:
     """Defaults for the kind of observations an env has (its single-env observation space), under a
     distributed scheme or not."""
-    if any(is_image(s) for s in observation_spaces(observation_space).values()):
+    images = [s for s in observation_spaces(observation_space).values() if is_image(s)]
+    if any(not is_board(s.dtype) for s in images):
         return {}  # TrainConfig's defaults are Sample Factory's, for pixels
-    return {**VECTOR_FAMILY_DEFAULTS, **(VECTOR_FAMILY_DISTRIBUTED_DEFAULTS if distributed else {})}
+    vector = {**VECTOR_FAMILY_DEFAULTS, **(VECTOR_FAMILY_DISTRIBUTED_DEFAULTS if distributed else {})}
+    return {**vector, **BOARD_FAMILY_DEFAULTS} if images else vector
 
 
 # The Large Batch Simulation recipe (Shacklett et al. 2021) for PointNav with DD-PPO: 64x64 depth
