@@ -5,6 +5,7 @@ begin and end (the rule evaluate shares) in every autoreset mode."""
 from __future__ import annotations
 
 import functools
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -128,3 +129,31 @@ def test_the_tracker_counts_valid_steps_and_cuts_episodes_without_final_info() -
     assert ended == [EndedEpisode(0, 2.0, 2, {"score": 5.0})]  # SAME_STEP's final info
     assert tracker.cut(np.array([1])) == [EndedEpisode(1, 1.0, 1, {})]
     assert tracker.lengths_so_far.tolist() == [0, 0] and tracker.episodes == 2
+
+
+class SlowSteps(gym.vector.VectorWrapper):
+    """Each vector step sleeps ``delay`` seconds first (a simulator's time, without the CPU)."""
+
+    def __init__(self, env: gym.vector.VectorEnv, delay: float) -> None:
+        super().__init__(env)
+        self.delay = delay
+
+    def step(self, actions):  # noqa: ANN001, ANN201
+        time.sleep(self.delay)
+        return self.env.step(actions)
+
+
+def test_a_step_only_env_counts_its_steps_as_time_waiting_for_envs() -> None:
+    """A vector env without send/recv steps inside ``recv``, so the sampler's profile (time_envs) holds the
+    simulator's time, not nothing (it stepped in ``send``, outside both of the sampler's timers)."""
+    env = SlowSteps(gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2), delay=0.02)
+    cfg = TrainConfig.from_overrides(use_rnn=False, encoder_mlp_layers=(8,), rollout=8, batch_size=16)
+    sampler = Sampler(StepAsRecv(env), ActorCritic(env.single_observation_space, env.single_action_space, cfg),
+                      rollout=8, num_slots=8, seed=0)  # fmt: skip
+    received = sampler.reset()
+    for _ in range(10):
+        sampler.step(received)
+        received = sampler.observe()
+    env.close()
+    assert sampler.timings.waiting_envs >= 10 * 0.02
+    assert sampler.timings.inference < 10 * 0.02

@@ -45,12 +45,15 @@ POLL_SECONDS = 0.1  # how often a blocked thread checks whether it must stop
 
 
 class StepAsRecv:
-    """``async_reset``/``send``/``recv`` for a vector env that only has ``reset``/``step``: all envs every time."""
+    """``async_reset``/``send``/``recv`` for a vector env that only has ``reset``/``step``: all envs every time.
+    ``send`` keeps the actions and ``recv`` steps, so that the time the envs take is spent waiting in ``recv``, as
+    with envs that step on their own."""
 
     def __init__(self, env: VectorEnv) -> None:
         self.env = env
         self.num_envs = env.num_envs
         self._result: tuple[Any, ...] | None = None
+        self._actions: Any = None
         self._ids = np.arange(env.num_envs)
 
     def async_reset(self, seed: int | None = None) -> None:
@@ -59,9 +62,14 @@ class StepAsRecv:
         self._result = (obs, np.zeros(self.num_envs), zeros, zeros, info)
 
     def send(self, actions: Any, env_ids: np.ndarray) -> None:
-        self._result = self.env.step(actions)
+        self._actions = actions
 
     def recv(self) -> tuple[Any, ...]:
+        if self._actions is not None:
+            actions, self._actions, self._result = self._actions, None, None
+            self._result = self.env.step(actions)
+        if self._result is None:  # never an old step's result again
+            raise RuntimeError("recv() after a step that failed or was interrupted: reset first")
         obs, rewards, terminated, truncated, info = self._result
         return obs, rewards, terminated, truncated, {**info, "env_id": self._ids}
 
