@@ -16,15 +16,22 @@ ranks' time, without >= 2x.
 ``--num-envs``, as the PointNav recipe runs), each trained for ``--seconds`` and measured after
 ``--warmup``; the configurations run interleaved, ``--repeats`` times, and each reports its median:
 
-    python benchmarks/ddppo.py throughput --configs ddppo1 ddppo2 --per-rank --repeats 2
+    python benchmarks/ddppo.py throughput --configs ddppo1 ddppo2 ddppo1x2 --per-rank --repeats 2
+
+``ddppo1x2`` is two independent one-rank runs at once (their frames/s summed): what 2 ranks would make without
+averaging gradients, the ceiling of ``ddppo2`` on this machine. Each configuration also says where its
+(first) rank's time goes per update (sampling: the env and inference; learning: the gradient steps with their
+all-reduce) and how many cores the machine kept busy over the measured span.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -107,7 +114,48 @@ def preemption(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-THROUGHPUT_CONFIGS = {"ppo": ("ppo", None, 1), "ddppo1": ("ddppo", 1, 1), "ddppo2": ("ddppo", 2, 2)}
+THROUGHPUT_CONFIGS = {
+    "ppo": ("ppo", None, 1),
+    "ddppo1": ("ddppo", 1, 1),
+    "ddppo2": ("ddppo", 2, 2),
+    "ddppo1x2": ("ddppo", 1, 1),  # two one-rank runs at once
+}
+
+
+class BusyCores:
+    """How many of the machine's cores were busy (all processes, from /proc/stat) between ``start`` and ``end``
+    seconds after it was made, sampled every half second."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int, int]] = []  # (seconds, busy jiffies, all jiffies)
+        self.began, self.stop = time.perf_counter(), threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.stop.wait(0.5):
+            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+            idle = fields[3] + fields[4]  # idle, iowait
+            self.samples.append((time.perf_counter() - self.began, sum(fields) - idle, sum(fields)))
+
+    def between(self, start: float, end: float) -> float:
+        self.stop.set()
+        self.thread.join()
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        (_, busy0, all0), (_, busy1, all1) = inside[0], inside[-1]
+        return (busy1 - busy0) / (all1 - all0) * (os.cpu_count() or 1)
+
+
+def _train_one(env: str, run_dir: Path, seconds: float, settings: dict[str, Any]) -> None:
+    train(env, algo="ddppo", num_processes=1, total_env_steps=10**10, run_dir=run_dir, train_for_seconds=seconds,
+          **settings)  # fmt: skip
+
+
+def _per_update(run_dir: Path, warmup: float) -> dict[str, float]:
+    """Median seconds per update of the run's (first) rank after ``warmup``: sampling and learning."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "time_sampling" in r and r["time"] >= warmup]
+    return {key: float(np.median([r[f"time_{key}"] for r in rows])) for key in ("sampling", "learning")}
 
 
 def throughput(args: argparse.Namespace) -> dict[str, Any]:
@@ -116,19 +164,35 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     process-pool env gets 2 workers in one process and 1 per rank with 2 ranks (the cores are shared). Ratios are
     to the first configuration run."""
     results: dict[str, list[float]] = {name: [] for name in args.configs}
+    profiles: dict[str, list[dict[str, float]]] = {name: [] for name in args.configs}
     for repeat in range(args.repeats):
         for name in args.configs:
             algo, num_processes, ranks = THROUGHPUT_CONFIGS[name]
             envs = args.num_envs if args.per_rank else args.num_envs // ranks
             workers = 1 if args.batched else 2 // ranks
             settings = {"num_workers": workers, "num_envs_per_worker": envs // workers, "print_every_sec": None}
+            settings |= parse_overrides(args.set)
+            cores = BusyCores()
             with tempfile.TemporaryDirectory() as tmp:
-                train(args.env, algo=algo, num_processes=num_processes, total_env_steps=10**10,
-                      run_dir=Path(tmp) / "run", train_for_seconds=args.seconds,
-                      **{**settings, **parse_overrides(args.set)})  # fmt: skip
-                fps = steady_fps(Path(tmp) / "run", args.warmup)
+                runs = [Path(tmp) / "run", Path(tmp) / "run_b"][: 2 if name == "ddppo1x2" else 1]
+                if name == "ddppo1x2":  # two independent runs at once
+                    spawn = multiprocessing.get_context("spawn")
+                    procs = [spawn.Process(target=_train_one, args=(args.env, run, args.seconds, settings))
+                             for run in runs]  # fmt: skip
+                    for proc in procs:
+                        proc.start()
+                    for proc in procs:
+                        proc.join()
+                else:
+                    train(args.env, algo=algo, num_processes=num_processes, total_env_steps=10**10,
+                          run_dir=runs[0], train_for_seconds=args.seconds, **settings)  # fmt: skip
+                fps = sum(steady_fps(run, args.warmup) for run in runs)
+                profile = {**_per_update(runs[0], args.warmup), "busy_cores": cores.between(args.warmup, args.seconds)}
             results[name].append(fps)
-            print(f"round {repeat + 1}: {name}: {fps:,.0f} env frames/s", flush=True)
+            profiles[name].append(profile)
+            print(f"round {repeat + 1}: {name}: {fps:,.0f} env frames/s; per update: sampling "
+                  f"{profile['sampling']:.2f} s, learning {profile['learning']:.2f} s; busy cores "
+                  f"{profile['busy_cores']:.2f}", flush=True)  # fmt: skip
     base_name = args.configs[0]
     base = float(np.median(results[base_name]))
     summary = {}
@@ -137,7 +201,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     print(f"{'configuration':<20} {'frames/s (median)':>18} {'vs ' + base_name:>10}   rounds")
     for name, values in results.items():
         median = float(np.median(values))
-        summary[name] = {"fps": values, "median": median, f"vs_{base_name}": median / base}
+        summary[name] = {"fps": values, "median": median, f"vs_{base_name}": median / base, "profile": profiles[name]}
         print(f"{name:<20} {median:>18,.0f} {median / base:>9.2f}x   " + ", ".join(f"{v:,.0f}" for v in values))
     return summary
 
@@ -160,7 +224,8 @@ def main() -> None:
         nargs="+",
         choices=list(THROUGHPUT_CONFIGS),
         default=list(THROUGHPUT_CONFIGS),
-        help="ppo: one process; ddppo1, ddppo2: DD-PPO with 1 or 2 ranks (the first is the baseline)",
+        help="ppo: one process; ddppo1, ddppo2: DD-PPO with 1 or 2 ranks; ddppo1x2: two 1-rank runs at once (the "
+        "first is the baseline)",
     )
     thr.add_argument(
         "--per-rank", action="store_true", help="--num-envs envs in each rank (the recipe's way) rather than in all"
