@@ -8,6 +8,8 @@ a row masked whole would be NaN).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -18,39 +20,58 @@ from torch.distributions import Categorical, Normal
 class ActionDistribution:
     """A batch of action distributions with any leading shape.
 
-    MultiDiscrete actions are independent categoricals (their log-probabilities add up);
-    Box actions are a diagonal Gaussian whose samples the env side clips to the bounds.
+    MultiDiscrete actions are independent categoricals (their log-probabilities add up), held as one
+    categorical over (dimension, action) with each dimension's logits padded to the widest by impossible
+    actions: one sampling call for all dimensions, not one per dimension (Doom's 7: ~7x fewer calls at
+    inference batch sizes). Box actions are a diagonal Gaussian whose samples the env side clips to the bounds.
     """
 
     def __init__(self, kind: str, params: torch.Tensor, nvec: list[int], log_std: torch.Tensor | None) -> None:
-        self.kind = kind
+        self.kind, self.nvec = kind, nvec
+        self.dist: Categorical | Normal
         if kind == "box":
-            self.dists = [Normal(params, log_std.expand_as(params).exp(), validate_args=False)]
+            self.dist = Normal(params, log_std.expand_as(params).exp(), validate_args=False)
         else:  # (argument validation costs more than the sampling itself at inference batch sizes)
-            self.dists = [Categorical(logits=logits, validate_args=False) for logits in params.split(nvec, dim=-1)]
+            logits = params if kind == "discrete" else _padded(params, nvec)
+            self.dist = Categorical(logits=logits, validate_args=False)
+
+    @property
+    def dists(self) -> list[Categorical | Normal]:
+        """One distribution per action dimension (MultiDiscrete: each dimension's categorical)."""
+        if self.kind != "multi_discrete":
+            return [self.dist]
+        logits = self.dist.logits
+        return [Categorical(logits=logits[..., i, :n], validate_args=False) for i, n in enumerate(self.nvec)]
 
     def sample(self) -> torch.Tensor:
-        return self._actions([d.sample() for d in self.dists])
+        return self.dist.sample()
 
     def mode(self) -> torch.Tensor:
-        if self.kind == "box":
-            return self.dists[0].mean
-        return self._actions([d.probs.argmax(-1) for d in self.dists])
+        return self.dist.mean if self.kind == "box" else self.dist.probs.argmax(-1)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        if self.kind == "box":
-            return self.dists[0].log_prob(actions).sum(-1)
-        if self.kind == "discrete":
-            return self.dists[0].log_prob(actions)
-        return sum(d.log_prob(actions[..., i]) for i, d in enumerate(self.dists))
+        log_prob = self.dist.log_prob(actions)
+        return log_prob if self.kind == "discrete" else log_prob.sum(-1)
 
     def entropy(self) -> torch.Tensor:
-        if self.kind == "box":
-            return self.dists[0].entropy().sum(-1)
-        return sum(d.entropy() for d in self.dists)
+        entropy = self.dist.entropy()
+        return entropy if self.kind == "discrete" else entropy.sum(-1)
 
-    def _actions(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        return parts[0] if self.kind in ("discrete", "box") else torch.stack(parts, dim=-1)
+
+@functools.lru_cache
+def _pad_index(nvec: tuple[int, ...]) -> torch.Tensor:
+    """Where each (dimension, action) of the padded logits comes from: its logit, or the pad (index sum(nvec))."""
+    index = torch.full((len(nvec), max(nvec)), sum(nvec))
+    for i, (start, n) in enumerate(zip(np.cumsum([0, *nvec[:-1]]).tolist(), nvec, strict=True)):
+        index[i, :n] = torch.arange(start, start + n)
+    return index.flatten()
+
+
+def _padded(params: torch.Tensor, nvec: list[int]) -> torch.Tensor:
+    """MultiDiscrete logits (..., sum(nvec)) as (..., len(nvec), max(nvec)), padded with impossible actions."""
+    pad = params.new_full((*params.shape[:-1], 1), torch.finfo(params.dtype).min)
+    index = _pad_index(tuple(nvec)).to(params.device)
+    return torch.cat([params, pad], -1).index_select(-1, index).view(*params.shape[:-1], len(nvec), max(nvec))
 
 
 def mask_logits(logits: torch.Tensor, mask: torch.Tensor, nvec: list[int]) -> torch.Tensor:
