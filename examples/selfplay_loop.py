@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(1)  # batches of a few dozen boards: more threads only wait on each other
 
     env = vector_env_from(connect_four_v3, args.num_matches)  # a TurnBasedVectorEnv
+    # the board (6x7x2 int8 planes) goes through two 3x3 convolutions that keep its size, then one layer of 128
     cfg = TrainConfig.from_overrides(
-        use_rnn=False, encoder_mlp_layers=(128, 128), nonlinearity="relu", normalize_input=False,
+        use_rnn=False, encoder_conv_mlp_layers=(128,), nonlinearity="relu", normalize_input=False,
         normalize_returns=False,
     )  # fmt: skip
 
