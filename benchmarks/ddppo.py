@@ -20,8 +20,9 @@ ranks' time, without >= 2x.
 
 ``ddppo1x2`` is two independent one-rank runs at once (their frames/s summed): what 2 ranks would make without
 averaging gradients, the ceiling of ``ddppo2`` on this machine. Each configuration also says where its
-(first) rank's time goes per update (sampling: the env and inference; learning: the gradient steps with their
-all-reduce) and how many cores the machine kept busy over the measured span.
+(first) rank's time goes per update (sampling: the env and inference, and at its end the wait for the slowest
+rank; learning: the gradient steps with their all-reduce) and how many cores the machine kept busy over the
+measured span.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def _per_update(run_dir: Path, warmup: float) -> dict[str, float]:
     """Median seconds per update of the run's (first) rank after ``warmup``: sampling and learning."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "time_sampling" in r and r["time"] >= warmup]
-    return {key: float(np.median([r[f"time_{key}"] for r in rows])) for key in ("sampling", "learning")}
+    return {key: float(np.median([r[f"time_{key}"] for r in rows])) for key in ("sampling", "ranks_sync", "learning")}
 
 
 def throughput(args: argparse.Namespace) -> dict[str, Any]:
@@ -191,8 +192,9 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
             results[name].append(fps)
             profiles[name].append(profile)
             print(f"round {repeat + 1}: {name}: {fps:,.0f} env frames/s; per update: sampling "
-                  f"{profile['sampling']:.2f} s, learning {profile['learning']:.2f} s; busy cores "
-                  f"{profile['busy_cores']:.2f}", flush=True)  # fmt: skip
+                  f"{profile['sampling']:.2f} s (of which waiting for the other rank {profile['ranks_sync']:.2f} s), "
+                  f"learning {profile['learning']:.2f} s; busy cores {profile['busy_cores']:.2f}",
+                  flush=True)  # fmt: skip
     base_name = args.configs[0]
     base = float(np.median(results[base_name]))
     summary = {}

@@ -113,6 +113,7 @@ def test_ppo_under_the_sync_scheme_reports_no_policy_lag_and_profiles_its_sampli
     sampling = sum(r["time_sampling"] for r in records)
     assert last["time_envs"] > 0 and last["time_inference"] > 0
     assert last["time_envs"] + last["time_inference"] <= sampling
+    assert all(0 <= r["time_ranks_sync"] <= r["time_sampling"] for r in records)  # one process: counting, no wait
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert (config["algo"], config["scheme"]) == ("ppo", "sync") and result.stats["env_steps"] >= 2048
 

@@ -107,7 +107,9 @@ class SyncTrainer:
                 steps += 1
             self.rollout_end.finished()
             sampler.end_trajectories(received)
+            sync_start = time.perf_counter()  # the other ranks' rollouts end here too: waiting for the slowest
             self.env_steps += int(collective.all_sum(torch.tensor([n * steps])).item())
+            ranks_sync = time.perf_counter() - sync_start
             slots = sampler.take_full(n)
             sample_time = time.perf_counter() - sample_start
 
@@ -124,6 +126,7 @@ class SyncTrainer:
                 learning=collective.all_mean(learned),
                 timings={
                     "time_sampling": sample_time,
+                    "time_ranks_sync": ranks_sync,  # of the sampling: counting the ranks' steps, after the slowest
                     "time_learning": time.perf_counter() - learn_start,
                     "time_envs": sampler.timings.waiting_envs,  # cumulative, as APPO's: of the sampling above
                     "time_inference": sampler.timings.inference,
