@@ -20,9 +20,9 @@ ranks' time, without >= 2x.
 
 ``ddppo1x2`` is two independent one-rank runs at once (their frames/s summed): what 2 ranks would make without
 averaging gradients, the ceiling of ``ddppo2`` on this machine. Each configuration also says where its
-(first) rank's time goes per update (sampling: the env and inference, and at its end the wait for the slowest
-rank; learning: the gradient steps with their all-reduce) and how many cores the machine kept busy over the
-measured span.
+(first) rank's time goes per update (sampling: the env and inference, and coordinating with the other ranks:
+preemption polls each step and at the end a count of their steps, after the slowest; learning: the gradient
+steps with their all-reduce) and how many cores the machine kept busy over the measured span.
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
             results[name].append(fps)
             profiles[name].append(profile)
             print(f"round {repeat + 1}: {name}: {fps:,.0f} env frames/s; per update: sampling "
-                  f"{profile['sampling']:.2f} s (of which waiting for the other rank {profile['ranks_sync']:.2f} s), "
+                  f"{profile['sampling']:.2f} s (of which coordinating with the other rank "
+                  f"{profile['ranks_sync']:.2f} s), "
                   f"learning {profile['learning']:.2f} s; busy cores {profile['busy_cores']:.2f}",
                   flush=True)  # fmt: skip
     base_name = args.configs[0]

@@ -99,9 +99,15 @@ class SyncTrainer:
         received = sampler.reset()
         while True:
             sample_start = time.perf_counter()
+            ranks_sync = 0.0  # coordinating with the other ranks: preemption polls, then the steps' count
             self.rollout_end.begin()
             steps = 0
-            while steps < cfg.rollout and not self.rollout_end.stop_early(steps):
+            while True:
+                poll_start = time.perf_counter()
+                stop = steps >= cfg.rollout or self.rollout_end.stop_early(steps)
+                ranks_sync += time.perf_counter() - poll_start
+                if stop:
+                    break
                 sampler.step(received)
                 received = sampler.observe()
                 steps += 1
@@ -109,7 +115,7 @@ class SyncTrainer:
             sampler.end_trajectories(received)
             sync_start = time.perf_counter()  # the other ranks' rollouts end here too: waiting for the slowest
             self.env_steps += int(collective.all_sum(torch.tensor([n * steps])).item())
-            ranks_sync = time.perf_counter() - sync_start
+            ranks_sync += time.perf_counter() - sync_start
             slots = sampler.take_full(n)
             sample_time = time.perf_counter() - sample_start
 
@@ -126,7 +132,7 @@ class SyncTrainer:
                 learning=collective.all_mean(learned),
                 timings={
                     "time_sampling": sample_time,
-                    "time_ranks_sync": ranks_sync,  # of the sampling: counting the ranks' steps, after the slowest
+                    "time_ranks_sync": ranks_sync,  # of the sampling
                     "time_learning": time.perf_counter() - learn_start,
                     "time_envs": sampler.timings.waiting_envs,  # cumulative, as APPO's: of the sampling above
                     "time_inference": sampler.timings.inference,
