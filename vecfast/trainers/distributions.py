@@ -59,18 +59,19 @@ class ActionDistribution:
 
 
 @functools.lru_cache
-def _pad_index(nvec: tuple[int, ...]) -> torch.Tensor:
-    """Where each (dimension, action) of the padded logits comes from: its logit, or the pad (index sum(nvec))."""
+def _pad_index(nvec: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """Where each (dimension, action) of the padded logits comes from: its logit, or the pad (index sum(nvec)).
+    Cached per device, so that acting on a GPU copies it there once, not every step."""
     index = torch.full((len(nvec), max(nvec)), sum(nvec))
     for i, (start, n) in enumerate(zip(np.cumsum([0, *nvec[:-1]]).tolist(), nvec, strict=True)):
         index[i, :n] = torch.arange(start, start + n)
-    return index.flatten()
+    return index.flatten().to(device)
 
 
 def _padded(params: torch.Tensor, nvec: list[int]) -> torch.Tensor:
     """MultiDiscrete logits (..., sum(nvec)) as (..., len(nvec), max(nvec)), padded with impossible actions."""
     pad = params.new_full((*params.shape[:-1], 1), torch.finfo(params.dtype).min)
-    index = _pad_index(tuple(nvec)).to(params.device)
+    index = _pad_index(tuple(nvec), params.device)
     return torch.cat([params, pad], -1).index_select(-1, index).view(*params.shape[:-1], len(nvec), max(nvec))
 
 
