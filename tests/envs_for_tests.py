@@ -17,6 +17,7 @@ import ctypes
 import faulthandler
 import functools
 import os
+import signal
 import subprocess
 import time
 from typing import Any
@@ -327,6 +328,29 @@ class CounterEnv(gym.Env):
 
 def counter_env_fns(num_envs: int) -> list[functools.partial]:
     return [functools.partial(CounterEnv, i) for i in range(num_envs)]
+
+
+class StopsWhenPickled:
+    """An info value whose pickling stops the process doing it (SIGSTOP): in a worker, that is after it has
+    published a step's statuses and before the message with the step's infos has gone out."""
+
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return StopsWhenPickled, ()
+
+
+class StopsBeforeSendingEnv(CounterEnv):
+    """A :class:`CounterEnv` whose step ``stop_at`` returns a :class:`StopsWhenPickled` info."""
+
+    def __init__(self, index: int = 0, stop_at: int | None = None) -> None:
+        super().__init__(index)
+        self.stop_at = stop_at
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self._t == self.stop_at:
+            info = {"stops": StopsWhenPickled()}
+        return obs, reward, terminated, truncated, info
 
 
 def _restore_slowly(seconds: float) -> SlowToUnpickle:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from envs_for_tests import env_fns, faulty_env_fns
+from envs_for_tests import StopsBeforeSendingEnv, env_fns, faulty_env_fns
 from helpers import describe, shm_entries, shm_files_used_by, unlink_shm, vizdoom_instance_id, wait_gone
 
 from vecfast.vector import StartTimeoutError, StepTimeoutError, WorkerDiedError
@@ -233,6 +233,31 @@ def test_a_stopped_worker_is_caught_while_the_others_keep_recv_busy(make_async):
     assert received > 10  # the healthy worker kept stepping in the meantime
     message = str(caught.value)
     assert "worker 1" in message and "env 2" in message and "stopped" in message
+    vec.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_stopped_before_sending_its_results_is_caught(make_async):
+    """Old behaviour: a worker stopped after publishing a step's statuses and before sending the message with
+    the step's infos left recv() reading the pipe forever (it owed no env step, so the stall watch had nothing
+    to time); a loaded machine stopped it there in the test above."""
+    timeout = 1.0
+    fns = [functools.partial(StopsBeforeSendingEnv, 0), functools.partial(StopsBeforeSendingEnv, 1, stop_at=1)]
+    vec = make_async(fns, num_workers=2, step_timeout=timeout)
+    vec.reset(seed=0)
+    victim = vec.processes[1]  # env 1
+    start = time.monotonic()
+    try:
+        with pytest.raises(StepTimeoutError) as caught:
+            vec.step(np.zeros(2, np.int64))
+        elapsed = time.monotonic() - start
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+    assert timeout <= elapsed < timeout + LIVENESS_BOUND_S
+    message = str(caught.value)
+    assert "worker 1" in message and "env 1" in message and "stopped" in message
+    with pytest.raises(RuntimeError):
+        vec.step(np.zeros(2, np.int64))  # refused at once, rather than reading the pipe again
     vec.close()
 
 

@@ -646,7 +646,13 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         for env_index in done[snapshot[done] == EnvStatus.READY_WITH_MESSAGE].tolist():
             w = self._pool.workers[self._pool.env_worker[env_index]]
             while env_index not in envs.reported:
-                report: JobReport = self._pool.receive(w, f"sending the results of env {env_index}")
+                # The statuses go out before the message: a worker stopped between the two owes no env step, so
+                # only this wait can time it.
+                report: JobReport | None = self._pool.receive(
+                    w, f"sending the results of env {env_index}", self.step_timeout
+                )
+                if report is None:
+                    raise self._pool.silent(w, env_index, self.step_timeout)
                 envs.absorb(report)
         self._status[done] = EnvStatus.PENDING
         envs.finish(done)

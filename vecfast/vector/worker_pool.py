@@ -211,6 +211,15 @@ class WorkerPool:
         self.broken = f"{'; '.join(notes)} (step_timeout={step_timeout} s)"
         return StepTimeoutError(self.broken)
 
+    def silent(self, w: WorkerHandle, env_index: int, step_timeout: float) -> StepTimeoutError:
+        """Mark the pool broken by worker ``w``, which finished env ``env_index``'s step but did not send the
+        message with its results within ``step_timeout``."""
+        self.broken = (
+            f"worker {w.index} (pid {w.process.pid}{_process_state(w.process.pid)}) finished the step of env "
+            f"{env_index} but did not send its results within {step_timeout:.1f} s (step_timeout={step_timeout} s)"
+        )
+        return StepTimeoutError(self.broken)
+
     def _died(self, w: WorkerHandle, doing: str) -> WorkerDiedError:
         w.process.join(LIVENESS_SECONDS)  # reap it, so that the note has its exit status
         self.broken = f"{w.death_note()} while {doing}"
