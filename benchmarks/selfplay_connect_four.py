@@ -8,7 +8,9 @@ plays ``--games`` games (seats alternated; both sides sample their moves, as det
 policies repeats the same two games) against the untrained policy of the same
 config (``opponent="initial"``) and against a one-ply bot (it takes a winning move if there is one, blocks the
 opponent's if there is one, else plays a random legal move), and its row (run, seed, minutes, env steps, the
-learner's Elo, win/draw/loss rates against each) is appended to ``--csv`` as soon as it is measured. Points
+learner's Elo, win/draw/loss rates against each, and from as many more games against the one-ply bot its
+one-move tactics: the share of its chances to win at once that it took, and of the opponent's threats it blocked)
+is appended to ``--csv`` as soon as it is measured. Points
 already in the file are not played again, and ``--resume`` trains a seed's run on for ``--minutes`` more, so a
 curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against the initial policy and
 >= 0.5 against the one-ply bot within 30 minutes, on 3 seeds.
@@ -21,20 +23,34 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
 from learning_seeds import parse_seeds
 from pettingzoo.classic import connect_four_v3
 from result_rows import append_row, checkpoints_to_measure, rows_of
 from train_appo import parse_overrides
 
 from vecfast.selfplay import one_ply_connect_four
-from vecfast.trainers import evaluate, train
+from vecfast.selfplay.bots import TacticsCount, count_connect_four_tactics
+from vecfast.selfplay.matches import play_games
+from vecfast.trainers import evaluate, load_policy, train
 from vecfast.trainers.plot import read_metrics
 
 CSV = Path(__file__).parent / "results" / "selfplay_connect_four.csv"
 OPPONENTS = {"initial": lambda: "initial", "one_ply": lambda: one_ply_connect_four(seed=0)}
-COLUMNS = ["run", "seed", "minutes", "env_steps", "elo", "games"] + [
-    f"{outcome}_vs_{name}" for name in OPPONENTS for outcome in ("win", "draw", "loss")
-]
+COLUMNS = (
+    ["run", "seed", "minutes", "env_steps", "elo", "games"]
+    + [f"{outcome}_vs_{name}" for name in OPPONENTS for outcome in ("win", "draw", "loss")]
+    + ["wins_taken", "blocks_made"]
+)
+
+
+def tactics(path: Path, seed: int, games: int) -> TacticsCount:
+    """The checkpoint's one-move tactics (sampled moves) over ``games`` more games against the one-ply bot."""
+    policy, count = load_policy(path), TacticsCount()
+    torch.manual_seed(seed)
+    watched = count_connect_four_tactics(lambda observation: int(policy.act(observation)), count)
+    play_games(watched, one_ply_connect_four(seed=seed), connect_four_v3.env, games, seed=seed)
+    return count
 
 
 def curve(run_dir: Path, seed: int, games: int, csv_path: Path) -> list[dict[str, Any]]:
@@ -58,11 +74,14 @@ def curve(run_dir: Path, seed: int, games: int, csv_path: Path) -> list[dict[str
             )
             for outcome in ("win", "draw", "loss"):
                 row[f"{outcome}_vs_{name}"] = result.metrics[f"{outcome}_rate"]
+        count = tactics(path, seed, games)
+        row["wins_taken"], row["blocks_made"] = count.win_taken_rate, count.block_rate
         append_row(csv_path, COLUMNS, row)
         rows.append(row)
         print(
             f"seed {seed} {row['minutes']:6.1f} min {steps:>11,} steps  elo {row['elo']:7.1f}  "
-            + "  ".join(f"vs {name}: win {row[f'win_vs_{name}']:.3f}" for name in OPPONENTS),
+            + "  ".join(f"vs {name}: win {row[f'win_vs_{name}']:.3f}" for name in OPPONENTS)
+            + f"  wins taken {row['wins_taken']:.3f} blocks {row['blocks_made']:.3f}",
             flush=True,
         )
     return rows

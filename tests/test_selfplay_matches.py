@@ -16,7 +16,7 @@ from pettingzoo.utils.env_logger import EnvLogger
 from pettingzoo.utils.wrappers import BaseWrapper
 
 import vecfast
-from vecfast.selfplay.bots import one_ply_connect_four, random_bot
+from vecfast.selfplay.bots import TacticsCount, count_connect_four_tactics, one_ply_connect_four, random_bot
 from vecfast.selfplay.matches import play_games
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic
@@ -112,6 +112,19 @@ def wins(env: Any, column: int) -> bool:
     trial.board, trial.agent_selection = list(game.board), game.agent_selection
     trial.step(column)
     return trial.rewards[game.agent_selection] > 0
+
+
+def test_tactics_are_counted_as_the_one_ply_bot_plays_them_and_random_play_misses_them() -> None:
+    counts = {}
+    for name, player in {"one_ply": one_ply_connect_four(seed=0), "random": random_bot(seed=0)}.items():
+        counts[name] = TacticsCount()
+        watched = count_connect_four_tactics(player, counts[name])
+        play_games(watched, random_bot(seed=1), connect_four_v3.env, 100, seed=0)
+    one_ply, random_play = counts["one_ply"], counts["random"]
+    assert one_ply.wins_available >= 20 and one_ply.blocks_needed >= 20
+    assert one_ply.win_taken_rate == 1.0 and one_ply.block_rate == 1.0
+    assert random_play.wins_available >= 20 and random_play.blocks_needed >= 20
+    assert random_play.win_taken_rate < 0.5 and random_play.block_rate < 0.5
 
 
 def test_one_ply_beats_random_over_200_games() -> None:

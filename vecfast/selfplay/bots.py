@@ -8,6 +8,7 @@ give a fixed yardstick across runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,15 +36,59 @@ def one_ply_connect_four(seed: int | None = None) -> Bot:
     rng = np.random.default_rng(seed)
 
     def bot(observation: Mapping[str, Any]) -> int:
-        board = np.asarray(observation["observation"]).astype(bool)  # (6, 7, 2): mine, the opponent's
-        legal = _legal(observation)
-        for plane in (0, 1):  # win first, else block
-            for column in legal:
-                if _connects_four(board[..., plane], _landing_row(board, column), column):
-                    return int(column)
-        return int(rng.choice(legal))
+        wins, blocks = _one_move_tactics(observation)
+        if wins or blocks:
+            return (wins or blocks)[0]
+        return int(rng.choice(_legal(observation)))
 
     return bot
+
+
+@dataclass
+class TacticsCount:
+    """How a connect four player met one-move tactics: of the positions where it could win at once, how often
+    it did (``wins_taken`` of ``wins_available``); of those where it could not but the opponent threatened to,
+    how often it blocked (``blocks_made`` of ``blocks_needed``)."""
+
+    wins_available: int = 0
+    wins_taken: int = 0
+    blocks_needed: int = 0
+    blocks_made: int = 0
+
+    @property
+    def win_taken_rate(self) -> float:
+        return self.wins_taken / self.wins_available if self.wins_available else float("nan")
+
+    @property
+    def block_rate(self) -> float:
+        return self.blocks_made / self.blocks_needed if self.blocks_needed else float("nan")
+
+
+def count_connect_four_tactics(player: Bot, count: TacticsCount) -> Bot:
+    """``player`` (connect four), each of its moves counted into ``count``: what tells a policy that has not
+    learned tactics from one that plays them but loses on strategy."""
+
+    def bot(observation: Mapping[str, Any]) -> int:
+        action = int(player(observation))
+        wins, blocks = _one_move_tactics(observation)
+        if wins:
+            count.wins_available += 1
+            count.wins_taken += action in wins
+        elif blocks:
+            count.blocks_needed += 1
+            count.blocks_made += action in blocks
+        return action
+
+    return bot
+
+
+def _one_move_tactics(observation: Mapping[str, Any]) -> tuple[list[int], list[int]]:
+    """The legal columns that win at once for the player to move, and those that would for its opponent."""
+    board = np.asarray(observation["observation"]).astype(bool)  # (6, 7, 2): mine, the opponent's
+    legal = _legal(observation)
+    return tuple(  # type: ignore[return-value]
+        [int(c) for c in legal if _connects_four(board[..., plane], _landing_row(board, c), c)] for plane in (0, 1)
+    )
 
 
 def _legal(observation: Mapping[str, Any]) -> np.ndarray:
@@ -73,4 +118,4 @@ def _connects_four(pieces: np.ndarray, row: int, column: int) -> bool:
     return False
 
 
-__all__ = ["Bot", "one_ply_connect_four", "random_bot"]
+__all__ = ["Bot", "TacticsCount", "count_connect_four_tactics", "one_ply_connect_four", "random_bot"]
