@@ -148,7 +148,7 @@ class League:
         if not free:
             return None
         seat = free[0]
-        self.policies[seat + 1].load_state_dict(self.pool.model(name).state_dict())
+        self.policies[seat + 1].load_state_dict(self.pool.weights(name))
         self.seat_holds[seat] = name
         return seat
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,17 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Opponent:
-    """A drawn opponent: the learner itself (``latest``, its live model) or a snapshot (a frozen model)."""
+    """A drawn opponent: the learner itself (``latest``) or a snapshot of it. Its :attr:`model` is built when asked
+    for: a caller that loads the weights into a module of its own (:meth:`SnapshotPool.weights`) builds none."""
 
     name: str
-    model: nn.Module
     latest: bool
+    pool: SnapshotPool = field(repr=False, compare=False)
+
+    @property
+    def model(self) -> nn.Module:
+        """The learner's live module, or the snapshot's frozen one (:meth:`SnapshotPool.model`)."""
+        return self.pool.learner if self.latest else self.pool.model(self.name)
 
 
 class SnapshotPool:
@@ -130,8 +136,8 @@ class SnapshotPool:
         is one), else the latest policy."""
         if self.snapshots and self.rng.random() >= self.latest_probability:
             name = list(self.snapshots)[int(self.rng.integers(len(self.snapshots)))]
-            return Opponent(name, self.model(name), latest=False)
-        return Opponent(self.name, self.learner, latest=True)
+            return Opponent(name, latest=False, pool=self)
+        return Opponent(self.name, latest=True, pool=self)
 
     def model(self, name: str) -> nn.Module:
         """Snapshot ``name`` as a module in eval mode without gradients; built from its weights unless it is among
@@ -139,16 +145,20 @@ class SnapshotPool:
         if name in self._loaded:
             self._loaded.move_to_end(name)
             return self._loaded[name]
-        if self.directory is None:
-            weights = self._weights[name]
-        else:
-            weights = torch.load(self._path(name), map_location="cpu", weights_only=True)
         module = self.model_factory()
-        module.load_state_dict(weights)
+        module.load_state_dict(self.weights(name))
         self._loaded[name] = module.eval().requires_grad_(False)
         while len(self._loaded) > self.max_loaded:
             self._loaded.popitem(last=False)
         return module
+
+    def weights(self, name: str) -> dict[str, torch.Tensor]:
+        """Snapshot ``name``'s state dict (on the CPU; read from disk with ``weights_only`` where the pool keeps
+        its snapshots there), for a module the caller holds: building one through ``model_factory`` initialises
+        every layer first."""
+        if self.directory is None:
+            return self._weights[name]
+        return torch.load(self._path(name), map_location="cpu", weights_only=True)
 
     def record(self, opponent: str, score: float) -> None:
         """A game's result for the learner against ``opponent`` (a drawn :attr:`Opponent.name`): 1 win, 0.5 draw,
