@@ -86,9 +86,11 @@ def _one_move_tactics(observation: Mapping[str, Any]) -> tuple[list[int], list[i
     """The legal columns that win at once for the player to move, and those that would for its opponent."""
     board = np.asarray(observation["observation"]).astype(bool)  # (6, 7, 2): mine, the opponent's
     legal = _legal(observation)
-    return tuple(  # type: ignore[return-value]
-        [int(c) for c in legal if _connects_four(board[..., plane], _landing_row(board, c), c)] for plane in (0, 1)
-    )
+
+    def winning(plane: int) -> list[int]:
+        return [int(c) for c in legal if _connects_four(board[..., plane], _landing_row(board, c), c)]
+
+    return winning(0), winning(1)
 
 
 def _legal(observation: Mapping[str, Any]) -> np.ndarray:
