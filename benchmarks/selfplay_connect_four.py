@@ -4,13 +4,14 @@
 
 Each seed trains ``vecfast.train(connect_four_v3)`` (APPO: the learner against itself and its snapshots) for
 ``--minutes``, keeping a checkpoint every ``--checkpoint-every-min``, in ``--runs/seed<N>``. Every checkpoint then
-plays ``--games`` games (seats alternated; both sides sample their moves, as deterministic play of two fixed
-policies repeats the same two games) against the untrained policy of the same
-config (``opponent="initial"``) and against a one-ply bot (it takes a winning move if there is one, blocks the
-opponent's if there is one, else plays a random legal move), and its row (run, seed, minutes, env steps, the
-learner's Elo, win/draw/loss rates against each, and from as many more games against the one-ply bot its
-one-move tactics: the share of its chances to win at once that it took, and of the opponent's threats it blocked)
-is appended to ``--csv`` as soon as it is measured. Points
+plays ``--games`` games (seats alternated) against the untrained policy of the same config
+(``opponent="initial"``; both sides sample their moves, as deterministic play of two fixed policies repeats the
+same two games) and against a one-ply bot (it takes a winning move if there is one, blocks the opponent's if there
+is one, else plays a random legal move) twice: sampling its moves, and playing its most likely move (``argmax``:
+the bot's random moves vary the games). Its row (run, seed, minutes, env steps, the learner's Elo, win/draw/loss
+rates against each, and from as many more games against the one-ply bot its one-move tactics, sampled and argmax:
+the share of its chances to win at once that it took, and of the opponent's threats it blocked) is appended to
+``--csv`` as soon as it is measured. Points
 already in the file are not played again, and ``--resume`` trains a seed's run on for ``--minutes`` more, so a
 curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against the initial policy and
 >= 0.5 against the one-ply bot within 30 minutes, on 3 seeds.
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +39,34 @@ from vecfast.trainers import evaluate, load_policy, train
 from vecfast.trainers.plot import read_metrics
 
 CSV = Path(__file__).parent / "results" / "selfplay_connect_four.csv"
-OPPONENTS = {"initial": lambda: "initial", "one_ply": lambda: one_ply_connect_four(seed=0)}
+
+
+@dataclass(frozen=True)
+class Opponent:
+    """One opponent of the curve, and whether the policy plays its most likely moves against it."""
+
+    make: Callable[[], Any]
+    argmax: bool
+
+
+OPPONENTS = {
+    "initial": Opponent(lambda: "initial", argmax=False),
+    "one_ply": Opponent(lambda: one_ply_connect_four(seed=0), argmax=False),
+    "one_ply_argmax": Opponent(lambda: one_ply_connect_four(seed=0), argmax=True),
+}
+TACTICS = {"": False, "_argmax": True}  # column suffix: argmax
 COLUMNS = (
     ["run", "seed", "minutes", "env_steps", "elo", "games"]
     + [f"{outcome}_vs_{name}" for name in OPPONENTS for outcome in ("win", "draw", "loss")]
-    + ["wins_taken", "blocks_made"]
+    + [f"{column}{suffix}" for suffix in TACTICS for column in ("wins_taken", "blocks_made")]
 )
 
 
-def tactics(path: Path, seed: int, games: int) -> TacticsCount:
-    """The checkpoint's one-move tactics (sampled moves) over ``games`` more games against the one-ply bot."""
+def tactics(path: Path, seed: int, games: int, argmax: bool) -> TacticsCount:
+    """The checkpoint's one-move tactics over ``games`` more games against the one-ply bot."""
     policy, count = load_policy(path), TacticsCount()
     torch.manual_seed(seed)
-    watched = count_connect_four_tactics(lambda observation: int(policy.act(observation)), count)
+    watched = count_connect_four_tactics(lambda observation: int(policy.act(observation, argmax)), count)
     play_games(watched, one_ply_connect_four(seed=seed), connect_four_v3.env, games, seed=seed)
     return count
 
@@ -70,18 +88,25 @@ def curve(run_dir: Path, seed: int, games: int, csv_path: Path) -> list[dict[str
         }
         for name, opponent in OPPONENTS.items():
             result = evaluate(
-                path, env=connect_four_v3, opponent=opponent(), episodes=games, seed=seed, deterministic=False
+                path,
+                env=connect_four_v3,
+                opponent=opponent.make(),
+                episodes=games,
+                seed=seed,
+                deterministic=opponent.argmax,
             )
             for outcome in ("win", "draw", "loss"):
                 row[f"{outcome}_vs_{name}"] = result.metrics[f"{outcome}_rate"]
-        count = tactics(path, seed, games)
-        row["wins_taken"], row["blocks_made"] = count.win_taken_rate, count.block_rate
+        for suffix, argmax in TACTICS.items():
+            count = tactics(path, seed, games, argmax)
+            row[f"wins_taken{suffix}"], row[f"blocks_made{suffix}"] = count.win_taken_rate, count.block_rate
         append_row(csv_path, COLUMNS, row)
         rows.append(row)
         print(
             f"seed {seed} {row['minutes']:6.1f} min {steps:>11,} steps  elo {row['elo']:7.1f}  "
             + "  ".join(f"vs {name}: win {row[f'win_vs_{name}']:.3f}" for name in OPPONENTS)
-            + f"  wins taken {row['wins_taken']:.3f} blocks {row['blocks_made']:.3f}",
+            + f"  wins taken {row['wins_taken']:.3f} blocks {row['blocks_made']:.3f}"
+            + f" (argmax {row['wins_taken_argmax']:.3f}, {row['blocks_made_argmax']:.3f})",
             flush=True,
         )
     return rows
