@@ -7,8 +7,12 @@ line per run.
     python benchmarks/plot_csv.py benchmarks/results/selfplay_connect_four.csv --x minutes env_steps \\
         --y win_vs_initial win_vs_one_ply --out benchmarks/results/figures/selfplay_connect_four.png
 
-One panel per ``--x`` column; every ``--y`` column is drawn in it for each run (the ``run`` column), with
-``--target VALUE`` as a dashed line. Needs matplotlib (the ``plot`` extra).
+    python benchmarks/plot_csv.py benchmarks/results/selfplay_doom_duel.csv --x minutes env_steps --y frags \
+        --by policy --out benchmarks/results/figures/selfplay_doom_duel_frags.png
+
+One panel per ``--x`` column; every ``--y`` column is drawn in it for each run (the ``run`` column; with ``--by
+COLUMN``, for each run and value of that column, such as a population's ``policy``), with ``--target VALUE`` as a
+dashed line. Needs matplotlib (the ``plot`` extra).
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import math
 from pathlib import Path
 
 
-def read(path: Path) -> dict[str, list[dict[str, float]]]:
-    """The file's rows by run, numbers as floats (NaN where a cell is empty or not a number), in file order."""
+def read(path: Path, by: str | None = None) -> dict[str, list[dict[str, float]]]:
+    """The file's rows by run (and by column ``by``'s value), numbers as floats (NaN where a cell is empty or not a
+    number), in file order."""
     runs: dict[str, list[dict[str, float]]] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            runs.setdefault(row.get("run", path.stem), []).append({k: _number(v) for k, v in row.items()})
+            line = row.get("run", path.stem) + (f" {by}={row[by]}" if by is not None else "")
+            runs.setdefault(line, []).append({k: _number(v) for k, v in row.items()})
     return runs
 
 
@@ -40,6 +46,7 @@ def main() -> None:
     parser.add_argument("csv", type=Path)
     parser.add_argument("--x", nargs="+", required=True, help="one panel per column")
     parser.add_argument("--y", nargs="+", required=True)
+    parser.add_argument("--by", help="a line per run and value of this column too (a population's policy)")
     parser.add_argument("--target", type=float, action="append", default=[], help="a dashed horizontal line")
     parser.add_argument("--title")
     parser.add_argument("--out", type=Path, required=True)
@@ -49,7 +56,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = read(args.csv)
+    runs = read(args.csv, args.by)
     fig, axes = plt.subplots(1, len(args.x), figsize=(5.5 * len(args.x), 4), squeeze=False)
     styles = ["-", "--", ":", "-."]
     for ax, x in zip(axes[0], args.x, strict=True):
