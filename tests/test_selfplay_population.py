@@ -169,6 +169,11 @@ def test_pbt_mutates_and_replaces_and_a_checkpoint_restores_the_whole_population
     assert again.population.elo.ratings == population.elo.ratings
     assert again.population.own_env_steps == population.own_env_steps
     assert again.population.pbt.state_dict()["last_step"] == population.pbt.state_dict()["last_step"]
+    # each slot's episodes go on being numbered where they were, so the mapping's draws go on rather than start over
+    # (a resumed run replayed its first draws: a policy the first draws left out sat out the resumed run's start too)
+    saved_numbers = state["episodes_started"]
+    assert sum(saved_numbers) > 0
+    assert again.sampler.episodes_started.tolist() == saved_numbers
 
 
 def test_populations_are_refused_where_they_do_not_train(tmp_path: Path) -> None:

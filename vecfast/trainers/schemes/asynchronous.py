@@ -154,6 +154,9 @@ class AsyncTrainer:
 
     def state_dict(self) -> dict[str, Any]:
         state = self.agent.state_dict(self.sampler.env_steps)
+        # where each slot's episode numbering (the policy mapping's input) goes on from, so a resumed run's draws
+        # continue its sequence rather than replay its first ones
+        state["episodes_started"] = self.sampler.episodes_started.tolist()
         if self.population.num_policies > 1:
             state["population"] = self.population.state_dict()
         if self.league is not None:
@@ -162,6 +165,9 @@ class AsyncTrainer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sampler.env_steps = self.agent.load_state_dict(state)
+        started = state.get("episodes_started")  # absent from older checkpoints
+        if started is not None and len(started) == len(self.sampler.episodes_started):
+            self.sampler.episodes_started[:] = started
         if self.population.num_policies > 1:
             self.population.load_state_dict(state["population"])
         if self.league is not None and "league" in state:
