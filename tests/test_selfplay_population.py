@@ -79,6 +79,22 @@ def test_random_mapping_is_a_function_of_its_arguments_and_redraws_every_few_epi
     assert min(counts) > 70, counts  # 500 draws of 4 policies: about 125 each
 
 
+def test_random_mapping_deals_every_policy_to_the_slots_of_a_block_evenly() -> None:
+    """Old behaviour: each slot drew on its own, so 4 duels (8 slots) left one of 4 policies out of every match about
+    one run in ten (0.75 ** 8), for as long as 10 long Doom episodes: that policy neither played nor learned."""
+    agents = ("player_0", "player_1")
+    for seed in range(50):
+        mapping = RandomPolicyMapping(4, every_episodes=10, seed=seed, agents=agents)
+        for block in range(3):
+            dealt = [mapping(agent, EpisodeId(m, 10 * block)) for m in range(4) for agent in agents]
+            assert sorted(dealt) == [0, 0, 1, 1, 2, 2, 3, 3], (seed, block, dealt)
+            assert all(dealt[2 * m] != dealt[2 * m + 1] for m in range(4))  # 4 policies, 2 seats: no self-match
+    # each slot's draws stay uniform over the policies
+    mapping = RandomPolicyMapping(4, every_episodes=1, seed=0, agents=agents)
+    draws = [mapping("player_1", EpisodeId(3, k)) for k in range(800)]
+    assert min(draws.count(p) for p in range(4)) > 150, [draws.count(p) for p in range(4)]
+
+
 def test_each_policy_learns_from_its_own_steps_and_frozen_policies_stay_bit_identical() -> None:
     env = _cartpole()
     cfg = TrainConfig.from_overrides(**SMALL, num_policies=3, policies_to_train=(0, 2))

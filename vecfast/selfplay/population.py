@@ -21,9 +21,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
-import zlib
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,16 +55,28 @@ PolicyMappingFn = Callable[[Any, EpisodeId], int]
 class RandomPolicyMapping:
     """Sample Factory's default mapping: each agent plays a policy drawn at random, the same for ``every_episodes``
     consecutive episodes of its match. A pure function of its arguments and ``seed``, so every caller (and a
-    resumed run) sees the same draws."""
+    resumed run) sees the same draws.
 
-    def __init__(self, num_policies: int, every_episodes: int = 10, seed: int | None = None) -> None:
+    The draws of a block of episodes are dealt, not drawn one by one: slot ``match * len(agents) + a`` (agent
+    ``agents[a]``; ``agents``: the ids of one match's agents in order, as a PettingZoo env's ``possible_agents``)
+    takes its place in a shuffled deck of the policies, a new shuffle per ``num_policies`` slots. Each slot's policy
+    is still uniform at random, but with at least ``num_policies`` slots every policy plays, where independent draws
+    leave one out of a few long Doom duels for as long as ``every_episodes`` episodes (and out of learning).
+    """
+
+    def __init__(
+        self, num_policies: int, every_episodes: int = 10, seed: int | None = None, agents: Sequence[Any] = ()
+    ) -> None:
         self.num_policies, self.every_episodes = num_policies, every_episodes
+        self.agents = tuple(agents)
         self.entropy = np.random.SeedSequence(seed).entropy
 
     def __call__(self, agent_id: Any, episode: EpisodeId) -> int:
-        agent = zlib.crc32(str(agent_id).encode())
+        agent = self.agents.index(agent_id) if agent_id in self.agents else 0
+        slot = episode.match * max(len(self.agents), 1) + agent
         block = episode.number // self.every_episodes
-        return int(np.random.default_rng([self.entropy, episode.match, block, agent]).integers(self.num_policies))
+        deck, place = divmod(slot, self.num_policies)
+        return int(np.random.default_rng([self.entropy, block, deck]).permutation(self.num_policies)[place])
 
 
 def policy_name(policy: int) -> str:
@@ -100,7 +111,12 @@ class Population:
         self.agent_ids = np.asarray(slots.agent_ids) if self.in_matches else np.arange(env.num_envs)
         self.match_ids = np.asarray(slots.match_ids) if self.in_matches else np.arange(env.num_envs)
         self.num_agents = slots.num_agents if self.in_matches else 1
-        self.policy_mapping = policy_mapping or RandomPolicyMapping(n, cfg.resample_policy_every_episodes, cfg.seed)
+        self.policy_mapping = policy_mapping or RandomPolicyMapping(
+            n,
+            cfg.resample_policy_every_episodes,
+            cfg.seed,
+            self.agent_ids[: self.num_agents].tolist() if self.in_matches else (),
+        )
         self.objectives = [deque(maxlen=cfg.stats_avg) for _ in range(n)]
         self.own_env_steps = [0] * n  # steps each policy has learned from (PBT's clock)
         self.gathered: list[list[Trajectories]] = [[] for _ in range(n)]  # each policy's, toward its next batch
