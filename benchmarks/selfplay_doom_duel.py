@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,26 @@ from result_rows import append_row, checkpoints_to_measure, rows_of
 from train_appo import parse_overrides
 
 from vecfast.multiagent import doom_duel_v0
-from vecfast.trainers import evaluate, load_policy, train
+from vecfast.trainers import ActorCritic, EvalResult, evaluate, load_policy, train
 from vecfast.trainers.plot import read_metrics
+from vecfast.vector import EnvError
 
 CSV = Path(__file__).parent / "results" / "selfplay_doom_duel.csv"
 COLUMNS = ["run", "minutes", "env_steps", "policy", "elo", "episodes", "frags", "deaths", "return"]
+
+
+def _play_bot(policy: ActorCritic, episodes: int, seed: int, attempts: int = 2) -> EvalResult:
+    """``episodes`` episodes against the bot; played again from the start if a VizDoom game crashed (the engine
+    segfaults now and then: "Unexpected ViZDoom instance crash" at the 30-min point of a 60-min curve)."""
+    attempt = 1
+    while True:
+        try:
+            return evaluate(policy, env="vecfast/DoomDuelBots-v0", episodes=episodes, deterministic=False, seed=seed)
+        except EnvError as error:
+            if attempt == attempts:
+                raise
+            print(f"evaluation attempt {attempt} failed ({error}); playing again", file=sys.stderr, flush=True)
+            attempt += 1
 
 
 def curve(run_dir: Path, policies: int, episodes: int, csv_path: Path) -> None:
@@ -37,13 +53,7 @@ def curve(run_dir: Path, policies: int, episodes: int, csv_path: Path) -> None:
     metrics = {m["env_steps"]: m for m in read_metrics(run_dir)}
     for point in checkpoints_to_measure(run_dir, done):
         for policy in range(policies):
-            result = evaluate(
-                load_policy(point.path, policy=policy),
-                env="vecfast/DoomDuelBots-v0",
-                episodes=episodes,
-                deterministic=False,
-                seed=policy,
-            )
+            result = _play_bot(load_policy(point.path, policy=policy), episodes, seed=policy)
             row: dict[str, Any] = {
                 "run": run_dir.name,
                 "minutes": point.minutes,
