@@ -34,8 +34,8 @@ COLUMNS = ["run", "minutes", "env_steps", "policy", "elo", "episodes", "frags", 
 
 
 def _play_bot(policy: ActorCritic, episodes: int, seed: int, attempts: int = 2) -> EvalResult:
-    """``episodes`` episodes against the bot; played again from the start if a VizDoom game crashed (the engine
-    segfaults now and then: "Unexpected ViZDoom instance crash" at the 30-min point of a 60-min curve)."""
+    """``episodes`` episodes against the bot; played again with the next seed (``seed + 1000``) if a VizDoom game
+    crashed: the engine segfaulted at once, twice, on the same point, policy and seed of a 60-min curve."""
     attempt = 1
     while True:
         try:
@@ -43,8 +43,8 @@ def _play_bot(policy: ActorCritic, episodes: int, seed: int, attempts: int = 2) 
         except EnvError as error:
             if attempt == attempts:
                 raise
-            print(f"evaluation attempt {attempt} failed ({error}); playing again", file=sys.stderr, flush=True)
-            attempt += 1
+            print(f"evaluation with seed {seed} failed ({error}); playing again", file=sys.stderr, flush=True)
+            attempt, seed = attempt + 1, seed + 1000
 
 
 def curve(run_dir: Path, policies: int, episodes: int, csv_path: Path) -> None:
