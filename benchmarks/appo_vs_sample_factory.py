@@ -67,7 +67,9 @@ def sample_factory_run(python: str, seconds: float, window: float, train_dir: Pa
     """Sample Factory's APPO on doom_basic for ``seconds``, measured as :func:`vecfast_run` is.
 
     Sample Factory 2.1.1 ignores ``--train_for_seconds`` (its runner never advances ``total_train_seconds``), so the
-    run is stopped as a user stops it, with SIGINT to its main process, and its process group is killed after."""
+    run is stopped as a user stops it, with SIGINT to its main process, and its process group is killed after.
+    A game that Sample Factory had not closed by then can leave a ``/dev/shm/ViZDoomMQ*`` entry behind (seen: one
+    in three runs)."""
     command = [
         python, "-m", "sf_examples.vizdoom.train_vizdoom", "--env=doom_basic", "--experiment=doom_basic",
         f"--train_dir={train_dir}", "--device=cpu", *(f"--{key}={value}" for key, value in SETTINGS.items()),
