@@ -28,11 +28,11 @@ import threading
 from pathlib import Path
 
 from result_rows import append_row
+from train_appo import ENV_ID, SETTINGS
 
 from vecfast.trainers import train
 from vecfast.trainers.plot import read_metrics
 
-SETTINGS = {"num_workers": 2, "num_envs_per_worker": 8, "rollout": 32, "batch_size": 512}
 CSV = Path(__file__).parent / "results" / "appo_vs_sample_factory.csv"
 COLUMNS = ["round", "library", "seconds", "window_s", "env_frames", "frames_per_s"]
 # "[2026-11-26 12:00:05,123][01234] Fps is (10 sec: ...). Total num frames: 40960. Throughput: ..."
@@ -52,7 +52,7 @@ def window_rate(points: list[tuple[float, int]], window: float) -> float:
 def vecfast_run(seconds: float, window: float, run_dir: Path) -> tuple[float, int]:
     """vecfast's APPO for ``seconds``: frames/s over the last ``window`` s, and the frames collected."""
     train(
-        "vecfast/DoomBasic-v0",
+        ENV_ID,
         algo="appo",
         total_env_steps=10**12,
         run_dir=run_dir,
@@ -84,10 +84,11 @@ def sample_factory_run(python: str, seconds: float, window: float, train_dir: Pa
         for line in process.stdout:  # a report every 5 s; read on to the end, so that its shutdown never blocks
             tail = [*tail[-40:], line]
             match = SF_REPORT.search(line)
-            if match and not interrupted:
-                when = datetime.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-                points.append((when, int(match[2])))
-            if points and points[-1][0] - points[0][0] >= seconds and not interrupted:  # from its first report
+            if interrupted or not match:
+                continue
+            when = datetime.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            points.append((when, int(match[2])))
+            if points[-1][0] - points[0][0] >= seconds:  # from its first report
                 process.send_signal(signal.SIGINT)
                 kill_group.start()
                 interrupted = True
