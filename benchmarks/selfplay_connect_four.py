@@ -8,12 +8,12 @@ plays ``--games`` games (seats alternated) against the untrained policy of the s
 (``opponent="initial"``; both sides sample their moves, as deterministic play of two fixed policies repeats the
 same two games) and against a one-ply bot (it takes a winning move if there is one, blocks the opponent's if there
 is one, else plays a random legal move) twice: sampling its moves, and playing its most likely move (``argmax``:
-the bot's random moves vary the games). Its row (run, seed, minutes, env steps, the learner's Elo, win/draw/loss
-rates against each, and from as many more games against the one-ply bot its one-move tactics, sampled and argmax:
-the share of its chances to win at once that it took, and of the opponent's threats it blocked) is appended to
-``--csv`` as soon as it is measured. Points
-already in the file are not played again, and ``--resume`` trains a seed's run on for ``--minutes`` more, so a
-curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against the initial policy and
+the bot's random moves vary the games). Its row (run: ``--runs``'s name and the seed's, so that trials of several
+settings share a file; seed, minutes, env steps, the learner's Elo, win/draw/loss rates against each, and from as
+many more games against the one-ply bot its one-move tactics, sampled and argmax: the share of its chances to win
+at once that it took, and of the opponent's threats it blocked) is appended to ``--csv`` as soon as it is
+measured. Points already in the file are not played again, and ``--resume`` trains a seed's run on for
+``--minutes`` more, so a curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against the initial policy and
 >= 0.5 against the one-ply bot within 30 minutes, on 3 seeds.
 """
 
@@ -73,13 +73,14 @@ def tactics(path: Path, seed: int, games: int, argmax: bool) -> TacticsCount:
 
 def curve(run_dir: Path, seed: int, games: int, csv_path: Path) -> list[dict[str, Any]]:
     """Play the run's checkpoints not yet in ``csv_path`` against each opponent, appending each row at once."""
-    done = {int(row["env_steps"]) for row in rows_of(csv_path, run_dir.name)}
+    run = f"{run_dir.parent.name}/{run_dir.name}"  # --runs's name and the seed's: one file holds several --runs
+    done = {int(row["env_steps"]) for row in rows_of(csv_path, run)}
     elo_at = {m["env_steps"]: m["elo"] for m in read_metrics(run_dir) if "elo" in m}
     rows = []
     for point in checkpoints_to_measure(run_dir, done):
         path, steps = point.path, point.env_steps
         row: dict[str, Any] = {
-            "run": run_dir.name,
+            "run": run,
             "seed": seed,
             "minutes": point.minutes,
             "env_steps": steps,
