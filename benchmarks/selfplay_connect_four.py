@@ -13,8 +13,8 @@ settings share a file; seed, minutes, env steps, the learner's Elo, win/draw/los
 many more games against the one-ply bot its one-move tactics, sampled and argmax: the share of its chances to win
 at once that it took, and of the opponent's threats it blocked) is appended to ``--csv`` as soon as it is
 measured. Points already in the file are not played again, and ``--resume`` trains a seed's run on for
-``--minutes`` more, so a curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against the initial policy and
->= 0.5 against the one-ply bot within 30 minutes, on 3 seeds.
+``--minutes`` more, so a curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against
+the initial policy and >= 0.5 against the one-ply bot within 30 minutes, on 3 seeds.
 """
 
 from __future__ import annotations

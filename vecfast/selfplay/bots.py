@@ -36,7 +36,7 @@ def one_ply_connect_four(seed: int | None = None) -> Bot:
     rng = np.random.default_rng(seed)
 
     def bot(observation: Mapping[str, Any]) -> int:
-        wins, blocks = _one_move_tactics(observation)
+        wins, blocks = one_move_tactics(observation)
         if wins or blocks:
             return (wins or blocks)[0]
         return int(rng.choice(_legal(observation)))
@@ -70,7 +70,7 @@ def count_connect_four_tactics(player: Bot, count: TacticsCount) -> Bot:
 
     def bot(observation: Mapping[str, Any]) -> int:
         action = int(player(observation))
-        wins, blocks = _one_move_tactics(observation)
+        wins, blocks = one_move_tactics(observation)
         if wins:
             count.wins_available += 1
             count.wins_taken += action in wins
@@ -82,8 +82,9 @@ def count_connect_four_tactics(player: Bot, count: TacticsCount) -> Bot:
     return bot
 
 
-def _one_move_tactics(observation: Mapping[str, Any]) -> tuple[list[int], list[int]]:
-    """The legal columns that win at once for the player to move, and those that would for its opponent."""
+def one_move_tactics(observation: Mapping[str, Any]) -> tuple[list[int], list[int]]:
+    """Connect four, from the PettingZoo observation of the player to move: the legal columns that win at once for
+    it, and those that would for its opponent (a move there blocks)."""
     board = np.asarray(observation["observation"]).astype(bool)  # (6, 7, 2): mine, the opponent's
     legal = _legal(observation)
 
@@ -120,4 +121,11 @@ def _connects_four(pieces: np.ndarray, row: int, column: int) -> bool:
     return False
 
 
-__all__ = ["Bot", "TacticsCount", "count_connect_four_tactics", "one_ply_connect_four", "random_bot"]
+__all__ = [
+    "Bot",
+    "TacticsCount",
+    "count_connect_four_tactics",
+    "one_move_tactics",
+    "one_ply_connect_four",
+    "random_bot",
+]
