@@ -138,7 +138,8 @@ def test_resume_continues_counters_optimizer_and_normalisation(algo: str, tmp_pa
     per_iteration = lines[0]["learner_steps"]
     assert after["learner_steps"] == first.stats["learner_steps"] + per_iteration  # the version counter continued
     assert after["env_steps"] > saved["env_steps"]  # so did the env steps
-    assert after["episodes"] > saved["metrics"]["episodes"]  # and the episodes counter
+    # and the episodes counter (from where it was: APPO's first report after the resume may come before an episode ends)
+    assert after["episodes"] >= saved["metrics"]["episodes"]
     assert second.stats["episodes"] == lines[-1]["episodes"] > first.stats["episodes"]
     # every checkpoint is named by the env steps reported with it (the async sampler goes on meanwhile)
     assert load_checkpoint(tmp_path)["env_steps"] == second.stats["env_steps"] == lines[-1]["env_steps"]
