@@ -29,7 +29,7 @@ import torch
 
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ConvEncoder
-from vecfast.trainers.runtime import native_bf16
+from vecfast.trainers.numerics import native_bf16
 
 BASELINE = "convnet_simple"
 INPUTS = {"depth": (1, np.float32), "rgb": (3, np.uint8)}  # name: (channels, dtype)

@@ -4,6 +4,7 @@ their children) is closed or killed when the test ends, whether it passed or not
 from __future__ import annotations
 
 import contextlib
+import signal
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -14,6 +15,15 @@ from gymnasium.vector import SyncVectorEnv
 from helpers import descendants, kill_all
 
 from vecfast import AsyncSharedMemVectorEnv
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as in a terminal, however the suite was started: a shell's background job (``nohup ... &``) and
+    some CI runners start it with SIGINT ignored, which its children inherit, so the tests that send SIGINT
+    (to this process or to the processes they start) would see nothing happen. Python's own handler here also
+    gives every process started with exec SIGINT's default action back."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class ProcessGuard:

@@ -146,11 +146,11 @@ def test_games_die_with_a_killed_owner(sig, fresh_cwd):
         homes = owner.stdout.readline().split()
         assert all(os.path.isdir(home) for home in homes)
         owner.send_signal(sig)
-        owner.wait(timeout=10)
-        assert wait_gone(procs, timeout=5) == []
+        owner.wait(timeout=60)  # a busy 2-core machine: the owner's exit handlers close the games one by one
+        assert wait_gone(procs, timeout=30) == []
         assert not {e for e in shm_entries() - shm_before if e.startswith("ViZDoom")}
         # The games' private directories go too: at exit, or by the reaper once the owner is gone.
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while any(os.path.exists(home) for home in homes) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not [home for home in homes if os.path.exists(home)]

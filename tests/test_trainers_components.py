@@ -331,7 +331,7 @@ def test_config_rejects_unknown_keys_and_bad_batches() -> None:
 
 def test_bf16_encoder_stays_within_bfloat16_precision_and_auto_follows_the_hardware() -> None:
     from vecfast.trainers.models import ConvEncoder
-    from vecfast.trainers.runtime import native_bf16
+    from vecfast.trainers.numerics import native_bf16
 
     images = torch.randint(0, 256, (4, 3, 36, 64), dtype=torch.uint8)
     outputs = {}

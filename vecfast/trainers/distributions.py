@@ -16,6 +16,8 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Categorical, Normal
 
+from vecfast.trainers.numerics import check_logits
+
 
 class ActionDistribution:
     """A batch of action distributions with any leading shape.
@@ -27,7 +29,7 @@ class ActionDistribution:
     """
 
     def __init__(self, kind: str, params: torch.Tensor, nvec: list[int], log_std: torch.Tensor | None) -> None:
-        self.kind, self.nvec = kind, nvec
+        self.kind, self.nvec, self.params = kind, nvec, params
         self.dist: Categorical | Normal
         if kind == "box":
             self.dist = Normal(params, log_std.expand_as(params).exp(), validate_args=False)
@@ -44,9 +46,11 @@ class ActionDistribution:
         return [Categorical(logits=logits[..., i, :n], validate_args=False) for i, n in enumerate(self.nvec)]
 
     def sample(self) -> torch.Tensor:
+        check_logits(self.params)
         return self.dist.sample()
 
     def mode(self) -> torch.Tensor:
+        check_logits(self.params)
         return self.dist.mean if self.kind == "box" else self.dist.probs.argmax(-1)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:

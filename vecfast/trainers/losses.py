@@ -7,7 +7,7 @@ is not ``valid`` only reset the env and contributes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -75,6 +75,10 @@ class LossOutput:
     entropy: float
     kl: float
     clip_fraction: float
+
+    def terms(self) -> dict[str, float]:
+        """The loss terms by name (everything but the loss tensor)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "loss"}
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

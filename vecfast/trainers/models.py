@@ -24,7 +24,7 @@ from torch import nn
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.distributions import ActionDistribution, ActionHead
 from vecfast.trainers.normalize import RunningMeanStd
-from vecfast.trainers.runtime import native_bf16
+from vecfast.trainers.numerics import Conv2d, conv2d, native_bf16
 from vecfast.trainers.se_resnet import se_resnet9
 
 # (out_channels, kernel, stride, padding): Sample Factory's conv encoders for pixels, and for board planes
@@ -88,7 +88,7 @@ def _conv_body(channels: int, cfg: TrainConfig) -> tuple[nn.Module, nn.Conv2d, l
     layers: list[nn.Module] = []
     c = channels
     for out_channels, kernel, stride, padding in CONV_ARCHITECTURES[cfg.encoder_conv_architecture]:
-        conv = nn.Conv2d(c, out_channels, kernel, stride, padding)
+        conv = Conv2d(c, out_channels, kernel, stride, padding)
         nn.init.orthogonal_(conv.weight, np.sqrt(2))
         nn.init.zeros_(conv.bias)
         layers += [conv, activation()]
@@ -165,7 +165,7 @@ class ConvEncoder(nn.Module):
         weight, bias = self.folded_first()
         bf16 = native_bf16(x.device.type) if self.bf16 == "auto" else self.bf16
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
-            x = nn.functional.conv2d(self.pre(self.nchw(x)), weight, bias, self.first.stride, self.first.padding)
+            x = conv2d(self.pre(self.nchw(x)), weight, bias, self.first.stride, self.first.padding)
             return self.mlp(self.rest(x)).float()  # rest starts with the first convolution's activation
 
 

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from vecfast.trainers import collective
+from vecfast.trainers.numerics import NonFiniteError
 
 
 class RunningMeanStd(nn.Module):
@@ -27,12 +28,15 @@ class RunningMeanStd(nn.Module):
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
         """Fold a batch in; leading dimensions are samples. In a distributed run, every rank's batch
-        (the statistics stay the same on all ranks; each must call this)."""
+        (the statistics stay the same on all ranks; each must call this). A batch with values that are not
+        finite raises :class:`~vecfast.trainers.numerics.NonFiniteError` and changes nothing."""
         x = x.reshape(-1, *self.mean.shape).to(torch.float64)
         count_and_sum = collective.all_sum(torch.cat([x.new_tensor([x.shape[0]]), x.sum(0).flatten()]))
         n = count_and_sum[0]
         if n == 0:
             return
+        if not bool(torch.isfinite(count_and_sum).all()):  # (the same on every rank: after the sum)
+            raise NonFiniteError("the running statistics were given values that are not finite (NaN or infinity)")
         batch_mean = count_and_sum[1:].view_as(self.mean) / n
         batch_var = collective.all_sum((x - batch_mean).square().sum(0)) / n
         total = self.count + n

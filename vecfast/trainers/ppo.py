@@ -20,6 +20,7 @@ from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.losses import LossOutput, gae, ppo_loss, vtrace
 from vecfast.trainers.lr_schedule import learning_rate
 from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.numerics import check_gradient, refusing_non_finite
 from vecfast.trainers.optimizers import make_optimizer
 from vecfast.trainers.storage import Trajectories
 
@@ -60,37 +61,33 @@ class PPO:
 
         ``progress`` (in [0, 1]) sets the learning rate, the valid observations update the
         model's normalisers first, and ``after_step`` runs after every gradient step (APPO
-        publishes the weights there). Returns the last step's loss terms by name.
+        publishes the weights there). Returns the last step's loss terms by name. Values that are not
+        finite raise :class:`~vecfast.trainers.numerics.NonFiniteError`, naming the update, before the
+        weights or the normalisers take them.
         """
         self.set_progress(progress)
-        self.model.update_normalizers({k: v[:, :-1][batch.valid] for k, v in batch.obs.items()})
-        advantages = targets = None
-        if on_policy:
-            advantages, targets = gae(batch, batch.values, self.cfg.gamma, self.cfg.gae_lambda)
-        device = batch.first.device
-        for _ in range(self.cfg.num_epochs):
-            order = torch.randperm(len(batch), device=device)
-            for i in range(0, len(batch), self.minibatch):
-                idx = order[i : i + self.minibatch]
-                if advantages is None or targets is None:
-                    out, grad_norm = self.step(batch.select(idx))
-                else:
-                    out, grad_norm = self.step(batch.select(idx), advantages[idx], targets[idx])
-                after_step()
-        return {
-            "policy_loss": out.policy_loss,
-            "value_loss": out.value_loss,
-            "entropy": out.entropy,
-            "kl": out.kl,
-            "clip_fraction": out.clip_fraction,
-            "grad_norm": grad_norm,
-            "learning_rate": self.learning_rate,
-        }
+        with refusing_non_finite(lambda: self.version + 1):
+            self.model.update_normalizers({k: v[:, :-1][batch.valid] for k, v in batch.obs.items()})
+            advantages = targets = None
+            if on_policy:
+                advantages, targets = gae(batch, batch.values, self.cfg.gamma, self.cfg.gae_lambda)
+            device = batch.first.device
+            for _ in range(self.cfg.num_epochs):
+                order = torch.randperm(len(batch), device=device)
+                for i in range(0, len(batch), self.minibatch):
+                    idx = order[i : i + self.minibatch]
+                    if advantages is None or targets is None:
+                        out, grad_norm = self.step(batch.select(idx))
+                    else:
+                        out, grad_norm = self.step(batch.select(idx), advantages[idx], targets[idx])
+                    after_step()
+        return {**out.terms(), "grad_norm": grad_norm, "learning_rate": self.learning_rate}
 
     def step(
         self, batch: Trajectories, advantages: torch.Tensor | None = None, targets: torch.Tensor | None = None
     ) -> tuple[LossOutput, float]:
-        """One gradient step; returns the loss terms and the gradient norm before clipping.
+        """One gradient step; returns the loss terms and the gradient norm before clipping. A gradient that is not
+        finite raises :class:`~vecfast.trainers.numerics.NonFiniteError` before it reaches the weights.
 
         Without ``advantages`` and ``targets`` they come from the current values (V-trace or GAE).
         """
@@ -110,6 +107,7 @@ class PPO:
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()
+        check_gradient(grad_norm, out.terms())
         self.optimizer.step()
         self.version += 1
         return out, grad_norm

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import random
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -45,17 +43,3 @@ def setup_torch(cfg: TrainConfig) -> torch.device:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
     return resolve_device(cfg)
-
-
-@functools.cache
-def native_bf16(device_type: str) -> bool:
-    """Whether ``device_type`` ("cpu", "cuda") computes bfloat16 in hardware rather than emulating it."""
-    if device_type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    if device_type == "cpu":
-        try:
-            flags = Path("/proc/cpuinfo").read_text().split()
-        except OSError:  # not Linux: stay with float32
-            return False
-        return "avx512_bf16" in flags or "amx_bf16" in flags
-    return False

@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from vecfast.trainers.numerics import Conv2d
+
 WIDTHS = (64, 128, 256, 512)  # channels of the 4 stages (bps-nav's base planes 64, doubled per stage)
 SPACE_TO_DEPTH = 4  # side of the pixel blocks that the stem turns into channels
 SE_REDUCTION = 16
@@ -77,13 +79,13 @@ class FixupBasicBlock(nn.Module):
         self.fixup_bias2a = nn.Parameter(torch.zeros(1))
         self.fixup_scale = nn.Parameter(torch.ones(1))
         self.fixup_bias2b = nn.Parameter(torch.zeros(1))
-        self.conv1 = nn.Conv2d(in_channels, channels, 3, stride, padding=1, bias=False)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.conv1 = Conv2d(in_channels, channels, 3, stride, padding=1, bias=False)
+        self.conv2 = Conv2d(channels, channels, 3, padding=1, bias=False)
         self.se = SqueezeExcitation(channels, reduction)
         self.shortcut: nn.Sequential | None = None
         if stride != 1 or in_channels != channels:
             pool = [nn.AvgPool2d(3, stride, padding=1)] if stride != 1 else []
-            self.shortcut = nn.Sequential(*pool, nn.Conv2d(in_channels, channels, 1, bias=False))
+            self.shortcut = nn.Sequential(*pool, Conv2d(in_channels, channels, 1, bias=False))
 
     @torch.no_grad()
     def fixup_init(self, num_blocks: int) -> None:
@@ -112,7 +114,7 @@ def se_resnet9(
     The encoder folds the input's scale and normalisation into the stem's convolution (it has no
     padding, so that is exact); the stem is He-initialised for its inputs (fan in), the blocks by Fixup.
     """
-    stem = nn.Conv2d(in_channels * SPACE_TO_DEPTH**2, widths[0], 1, bias=False)
+    stem = Conv2d(in_channels * SPACE_TO_DEPTH**2, widths[0], 1, bias=False)
     nn.init.kaiming_normal_(stem.weight, mode="fan_in", nonlinearity="relu")
     blocks = []
     c = widths[0]
