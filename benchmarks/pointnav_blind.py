@@ -29,7 +29,7 @@ from gymnasium.wrappers.vector import FilterObservation
 import vecfast
 from vecfast.envs.nav.scenes import SPLIT_SEEDS, make_scenes  # generator streams: no scene in both
 from vecfast.trainers import ActorCritic, evaluate, train
-from vecfast.trainers.defaults import config_for
+from vecfast.trainers.defaults import ConfigLayers
 from vecfast.trainers.registry import resolve
 
 ENV_ID = "vecfast/PointNav-v0"
@@ -67,7 +67,8 @@ def val_metrics(policy: ActorCritic, scenes: Path | None, episodes: int, num_env
 
 def run_seed(seed: int, frames: int, scenes: Path | None, args: argparse.Namespace) -> dict[str, Any]:
     env = blind_env(args.num_envs, "train", scenes)
-    cfg = config_for(env.single_observation_space, resolve("ppo"), {**BLIND, **args.overrides})  # as train's
+    layers = ConfigLayers(resolve("ppo"), None, user={**BLIND, **args.overrides})  # as train's
+    cfg = layers.config(env.single_observation_space)
     untrained = ActorCritic(env.single_observation_space, env.single_action_space, cfg)
     env.close()
     start = time.perf_counter()

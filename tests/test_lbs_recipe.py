@@ -13,7 +13,7 @@ from gymnasium import spaces
 from torch import nn
 
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.defaults import config_for
+from vecfast.trainers.defaults import ConfigLayers
 from vecfast.trainers.lr_schedule import learning_rate
 from vecfast.trainers.models import ActorCritic, ConvEncoder, is_image
 from vecfast.trainers.optimizers import Lamb, make_optimizer
@@ -338,7 +338,7 @@ def test_the_pointnav_recipe_trains_with_adam_on_raw_depth_as_its_curve_measured
     0.010 held-out success) where Adam on raw depth reached 0.080 / 0.130; the user's command gets the latter."""
     env = gym.make_vec("vecfast/PointNav-v0", 2)
     try:
-        cfg = config_for(env.single_observation_space, resolve("ddppo"), {}, "vecfast/PointNav-v0")
+        cfg = ConfigLayers(resolve("ddppo"), "vecfast/PointNav-v0").config(env.single_observation_space)
     finally:
         env.close()
     assert cfg.optimizer == "adam" and not cfg.normalize_input

@@ -33,7 +33,11 @@ def test_train_self_plays_a_pettingzoo_module_with_elo_in_the_metrics(tmp_path: 
     assert lines[-1]["snapshots"] >= 2 and "elo" in lines[-1] and lines[-1]["games_vs_latest"] > 0
     assert result.stats["env_steps"] >= 3_000
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["env"] == "connect_four_v3"
+    assert config["env"] == "pettingzoo.classic.connect_four_v3"  # the module, which evaluate makes again
+    against = {opponent: vecfast.evaluate(tmp_path / "run", episodes=4, opponent=opponent) for opponent in
+               ("random", "initial", "vecfast.selfplay.bots:one_ply_connect_four")}  # fmt: skip
+    for result in (*against.values(), vecfast.evaluate(tmp_path / "run", episodes=4)):  # default: random
+        assert result.metrics["win_rate"] + result.metrics["draw_rate"] + result.metrics["loss_rate"] == 1.0
 
 
 @pytest.mark.parametrize(

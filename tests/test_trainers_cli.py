@@ -240,3 +240,54 @@ def test_user_errors_of_train_are_one_line(tmp_path: Path, capsys: pytest.Captur
     (run_dir / "config.json").write_text(json.dumps({"env": "CartPole-v1", "algo": "ppo", "config": {}}))
     line = one_error_line(capsys, ["enjoy", str(run_dir)], command="enjoy")
     assert line.endswith("has no checkpoint (checkpoints/last_*.pt) yet")
+
+
+def test_a_pettingzoo_game_trains_and_evaluates_against_opponents_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run_dir = tmp_path / "run"
+    argv = ["train", "pettingzoo.classic.connect_four_v3", "--total-env-steps", "512", "--run-dir", str(run_dir),
+            "--num_workers", "1", "--num-envs-per-worker", "4", "--rollout", "8", "--batch_size", "64"]  # fmt: skip
+    assert run_cli(argv) == 0
+    capsys.readouterr()
+    for opponent in ("random", "initial", "vecfast.selfplay.bots:one_ply_connect_four", str(run_dir)):
+        assert run_cli(["evaluate", str(run_dir), "--episodes", "4", "--opponent", opponent, "--json"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["env"] == "pettingzoo.classic.connect_four_v3" and len(shown["returns"]) == 4
+        rates = shown["metrics"]
+        assert rates["win_rate"] + rates["draw_rate"] + rates["loss_rate"] == 1.0
+
+
+def test_a_wrong_key_or_option_names_the_closest_valid_one(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import vecfast
+
+    with pytest.raises(TypeError, match=r"'total_steps': did you mean 'total_env_steps'\?"):
+        vecfast.train("CartPole-v1", total_steps=100, run_dir=tmp_path / "run")
+    with pytest.raises(TypeError, match=r"'lr': did you mean 'learning_rate'"):
+        TrainConfig.from_overrides(lr=0.1)
+    with pytest.raises(SystemExit):
+        main(["train", "CartPole-v1", "--lr", "0.001"])
+    assert "--lr: did you mean --learning_rate" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_help_shows_the_defaults_of_the_envs_family(capsys: pytest.CaptureFixture) -> None:
+    def default_of(argv: list[str], option: str) -> str:
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = " ".join(capsys.readouterr().out.split())
+        return text.split(f"{option} X, --{option.replace('_', '-')} X ", 1)[1].split("(default: ", 1)[1].split(")")[0]
+
+    assert default_of(["train", "CartPole-v1", "--help"], "learning_rate") == "0.001"  # the vector family's
+    assert default_of(["train", "--help"], "learning_rate") == str(TrainConfig.learning_rate)  # no env: TrainConfig's
+
+
+def test_an_atari_id_without_its_package_says_what_to_install(capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("gymnasium")
+    try:
+        import ale_py  # noqa: F401
+    except ImportError:
+        line = one_error_line(capsys, ["train", "ALE/Pong-v5"])
+        assert line.endswith("env id 'ALE/Pong-v5': the ALE namespace comes with ale-py: pip install ale-py")
+    else:
+        pytest.skip("ale-py is installed: ALE/Pong-v5 is known")

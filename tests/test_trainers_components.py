@@ -365,12 +365,12 @@ def test_board_planes_go_through_a_conv_encoder_that_keeps_the_board() -> None:
     explicit one of the board padded with empty cells."""
     from pettingzoo.classic import connect_four_v3
 
-    from vecfast.trainers.defaults import config_for
+    from vecfast.trainers.defaults import ConfigLayers
     from vecfast.trainers.models import ConvEncoder
     from vecfast.trainers.registry import resolve
 
     observation = connect_four_v3.env().observation_space("player_0")
-    cfg = config_for(observation, resolve("appo"), {})
+    cfg = ConfigLayers(resolve("appo")).config(observation)
     assert not cfg.use_rnn and cfg.learning_rate == 1e-3 and cfg.encoder_conv_mlp_layers == (128,)
     model = ActorCritic(observation, spaces.Discrete(7), cfg)
     encoder = model.encoders["observation"]

@@ -366,10 +366,12 @@ def test_a_local_distributed_run_takes_one_rank_per_core_by_default(tmp_path):
 def test_each_rank_makes_its_batched_env_on_its_own_share_of_the_data():
     """PointNav's ranks drew the same scenes: each now gets scene_shard=(rank, world size); an env without
     shards, or a single process, gets nothing extra."""
+    from vecfast.trainers.env_source import EnvSource
     from vecfast.trainers.launch import RankInfo
     from vecfast.trainers.training import _rank_env_kwargs
 
     second = RankInfo(rank=1, world_size=2, local_rank=1)
-    assert _rank_env_kwargs("vecfast/PointNav-v0", second) == {"scene_shard": (1, 2)}
-    assert _rank_env_kwargs("vecfast/PointNav-v0", None) == {}
-    assert _rank_env_kwargs("CartPole-v1", second) == {}
+    nav, cartpole = EnvSource.of("vecfast/PointNav-v0"), EnvSource.of("CartPole-v1")
+    assert _rank_env_kwargs(nav, second) == {"scene_shard": (1, 2)}
+    assert _rank_env_kwargs(nav, None) == {}
+    assert _rank_env_kwargs(cartpole, second) == {}

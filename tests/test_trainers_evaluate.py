@@ -20,8 +20,8 @@ from vecfast.envs.nav import BatchedPointNavEnv
 from vecfast.envs.nav.scenes import make_scenes
 from vecfast.trainers import ActorCritic, EvalResult, TrainConfig, TrainResult, evaluate, load_policy, train
 from vecfast.trainers.enjoy import enjoy
+from vecfast.trainers.env_source import EnvSource
 from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.evaluation import make_eval_env
 from vecfast.trainers.sampler import Sampler, StepAsRecv
 
 FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
@@ -240,7 +240,7 @@ def test_a_pointnav_run_evaluates_on_the_held_out_scenes(tmp_path: Path) -> None
     nav = {"scenes": scenes, "width": 40, "height": 40, "max_episode_steps": 20}
     run = train("vecfast/PointNav-v0", algo="ppo", total_env_steps=64, run_dir=tmp_path / "run", env_kwargs=nav,
                 num_envs=2, rollout=16, batch_size=32, use_rnn=False, **TINY)  # fmt: skip
-    eval_env = make_eval_env("vecfast/PointNav-v0", 2, split="val", **nav)
+    eval_env = EnvSource.of("vecfast/PointNav-v0", {"split": "val", **nav}).build(2)
     try:
         assert isinstance(eval_env, BatchedPointNavEnv)  # its vector_entry_point
         assert set(eval_env.resident_scenes) == {"scene_1_00000"}
@@ -318,3 +318,27 @@ def test_enjoy_reports_what_evaluate_measures(trained: TrainResult, tmp_path: Pa
     capture = cv2.VideoCapture(str(video))
     assert capture.get(cv2.CAP_PROP_FRAME_COUNT) == 12  # the frames of the counted steps, episode after episode
     capture.release()
+
+
+def test_evaluate_builds_the_env_a_run_trained_on_whichever_scheme_chose_it(tmp_path: Path) -> None:
+    """PointNav has a batched simulator (sync PPO's) and single envs (APPO's, which needs send/recv): the run
+    records which it trained on and evaluate builds that one, as an id whose two differ (ale-py's preprocessed
+    AtariVectorEnv against raw frames) needs."""
+    from vecfast.trainers.evaluation import run_env
+    from vecfast.vector import AsyncSharedMemVectorEnv
+
+    make_scenes(1, seed=0, out_dir=tmp_path / "scenes")
+    nav = {"scenes": tmp_path / "scenes", "width": 16, "height": 16, "max_episode_steps": 5}
+    for algo, vectorization, kind in [("ppo", "vector_entry_point", BatchedPointNavEnv),
+                                      ("appo", "shared_memory", AsyncSharedMemVectorEnv)]:  # fmt: skip
+        run_dir = tmp_path / algo
+        train("vecfast/PointNav-v0", algo=algo, total_env_steps=64, run_dir=run_dir, env_kwargs=nav, num_envs=2,
+              rollout=16, batch_size=32, use_rnn=False, **TINY)  # fmt: skip
+        run = run_env(run_dir)
+        assert run.vectorization == vectorization
+        env = run.build(2)
+        try:
+            assert isinstance(env.unwrapped, kind)
+        finally:
+            env.close()
+        assert len(evaluate(run_dir, episodes=2).returns) == 2

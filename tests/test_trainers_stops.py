@@ -166,7 +166,7 @@ def test_ctrl_c_under_a_pipe_saves_and_exits_as_in_a_terminal(live: str, tmp_pat
         if shell.poll() is None:
             os.killpg(shell.pid, signal.SIGKILL)
     stderr = (tmp_path / "stderr.txt").read_text()
-    assert out.strip() == "exit codes 0 130", stderr
+    assert out.strip() == "exit codes 130 130", stderr  # as the reader: 128 + SIGINT
     if live == "--no-live":
         assert "vecfast train: interrupted at " in stderr and "; saved " in stderr
     assert load_checkpoint(run_dir)["env_steps"] > 0
@@ -178,3 +178,12 @@ def test_a_progress_lines_time_left_follows_the_nearer_limit() -> None:
     assert progress_line(metrics, 10**10).endswith(" · 27777.8 h left")  # the step budget's, as the steps go
     assert progress_line(metrics, 10**10, time_limit=70.0).endswith(" · 60 s left")  # train_for_seconds nearer
     assert progress_line(metrics, 2000, time_limit=3600.0).endswith(" · 10 s left")
+
+
+def test_a_self_play_progress_line_shows_elo_and_score_not_the_zero_sum_return() -> None:
+    metrics = {"env_steps": 1000, "time": 10.0, "fps": 100.0, "mean_episode_return": 0.0, "episodes": 50}
+    league = progress_line({**metrics, "elo": 1180.4, "score_vs_snapshots": 0.613}, 2000)
+    assert " · Elo 1180 · score vs snapshots 0.61 · " in league and "mean return" not in league
+    population = progress_line({**metrics, "policy_1_elo": 990.0, "policy_0_elo": 1010.0}, 2000)
+    assert " · Elo 1010 / 990 (policies) · " in population
+    assert "mean return 0.0 (50 episodes)" in progress_line(metrics, 2000)

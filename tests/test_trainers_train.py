@@ -20,7 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import vecfast
 from vecfast.trainers import TrainResult, load_policy, train
-from vecfast.trainers.defaults import config_for
+from vecfast.trainers.defaults import ConfigLayers
 from vecfast.trainers.lr_schedule import lr_scale
 from vecfast.trainers.registry import resolve
 from vecfast.trainers.run_dir import RunDir, last_checkpoints, load_checkpoint
@@ -228,10 +228,10 @@ def test_an_env_familys_defaults_sit_above_a_schemes() -> None:
     own settings still win, and pixel envs keep the scheme's."""
     vector, pixels = spaces.Box(-1, 1, (4,), np.float32), spaces.Box(0, 255, (64, 64, 3), np.uint8)
     for algo in ("ppo", "ddppo", "appo"):
-        assert config_for(vector, resolve(algo), {}).learning_rate == 1e-3
-        assert config_for(vector, resolve(algo), {"learning_rate": 5e-4}).learning_rate == 5e-4
-    assert config_for(pixels, resolve("ppo"), {}).learning_rate == 3e-4
-    assert config_for(pixels, resolve("ddppo"), {}).num_epochs == 4
+        assert ConfigLayers(resolve(algo)).config(vector).learning_rate == 1e-3
+        assert ConfigLayers(resolve(algo), None, user={"learning_rate": 5e-4}).config(vector).learning_rate == 5e-4
+    assert ConfigLayers(resolve("ppo")).config(pixels).learning_rate == 3e-4
+    assert ConfigLayers(resolve("ddppo")).config(pixels).num_epochs == 4
 
 
 def test_a_vector_env_under_a_distributed_scheme_scales_its_learning_rate_with_the_ranks() -> None:
@@ -239,10 +239,10 @@ def test_a_vector_env_under_a_distributed_scheme_scales_its_learning_rate_with_t
     steps per env step at the same rate: CartPole DD-PPO ended 2 of 10 seeds below 475 until the rate was
     scaled by sqrt(ranks) for vector envs. One rank, the other schemes, pixels and the caller are unchanged."""
     vector, pixels = spaces.Box(-1, 1, (4,), np.float32), spaces.Box(0, 255, (64, 64, 3), np.uint8)
-    ddppo = config_for(vector, resolve("ddppo"), {})
+    ddppo = ConfigLayers(resolve("ddppo")).config(vector)
     assert ddppo.lr_scaling == "sqrt"
     assert lr_scale(ddppo, world_size=2) == pytest.approx(2**0.5) and lr_scale(ddppo, world_size=1) == 1.0
     for algo in ("ppo", "appo"):
-        assert config_for(vector, resolve(algo), {}).lr_scaling == "none"
-    assert config_for(pixels, resolve("ddppo"), {}).lr_scaling == "none"
-    assert config_for(vector, resolve("ddppo"), {"lr_scaling": "none"}).lr_scaling == "none"
+        assert ConfigLayers(resolve(algo)).config(vector).lr_scaling == "none"
+    assert ConfigLayers(resolve("ddppo")).config(pixels).lr_scaling == "none"
+    assert ConfigLayers(resolve("ddppo"), None, user={"lr_scaling": "none"}).config(vector).lr_scaling == "none"

@@ -7,16 +7,25 @@ from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.make import make_vec
 
 __version__ = "0.1.0"
-__all__ = ["AsyncSharedMemVectorEnv", "EvalResult", "TrainResult", "__version__", "evaluate", "make_vec", "train"]
+__all__ = [
+    "AsyncSharedMemVectorEnv",
+    "EvalResult",
+    "TrainResult",
+    "__version__",
+    "evaluate",
+    "load_policy",
+    "make_vec",
+    "train",
+]
 
 # Subpackages that load on first use (``vecfast.wrappers.pettingzoo_to_vector`` after ``import vecfast``):
 # trainers load torch, multiagent and wrappers what their adapters need.
 _SUBPACKAGES = ("envs", "multiagent", "selfplay", "trainers", "vector", "wrappers")
-_TRAINER_NAMES = ("train", "TrainResult", "evaluate", "EvalResult")
+_TRAINER_NAMES = ("train", "TrainResult", "evaluate", "EvalResult", "load_policy")
 
 
 def __getattr__(name: str) -> object:
-    """Subpackages, and ``vecfast.train``/``evaluate`` and their results, load only when first used."""
+    """Subpackages, and ``vecfast.train``/``evaluate``/``load_policy`` and their results, load only when first used."""
     if name in _SUBPACKAGES:
         return importlib.import_module(f"vecfast.{name}")
     if name in _TRAINER_NAMES:

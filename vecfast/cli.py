@@ -48,13 +48,16 @@ def check_env_id(env_id: str) -> None:
     """
     import gymnasium
 
+    from vecfast.vector.make import import_env_provider
+
     module, _, name = env_id.rpartition(":")
     try:
         if module:
             importlib.import_module(module)
+        import_env_provider(name)
         gymnasium.spec(name)
     except ImportError as exc:
-        raise CommandError(f"env id {env_id!r}: cannot import {module!r}: {exc}") from exc
+        raise CommandError(str(exc) if not module else f"env id {env_id!r}: cannot import {module!r}: {exc}") from exc
     except gymnasium.error.Error as exc:
         ids = {key.lower(): key for key in gymnasium.registry}
         close = [ids[key] for key in difflib.get_close_matches(name.lower(), ids, n=5)]
@@ -199,10 +202,10 @@ def _add_nav_commands(subparsers: Any) -> None:
     add_nav_commands(subparsers)
 
 
-def _add_train_commands(subparsers: Any) -> None:
-    from vecfast.trainers.cli import add_train_commands
+def _add_train_commands(subparsers: Any, argv: Sequence[str] | None = None) -> None:
+    from vecfast.trainers.cli import add_train_commands, help_defaults
 
-    add_train_commands(subparsers)
+    add_train_commands(subparsers, help_defaults(sys.argv[1:] if argv is None else argv))
 
 
 _PLOT_INSTALL = "pip install 'vecfast[plot]'"
@@ -265,20 +268,23 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
-_SUBCOMMANDS: list[Callable[[Any], None]] = [_add_bench, _add_nav_commands, _add_train_commands, _add_plot]
+_SUBCOMMANDS: list[Callable[..., None]] = [_add_bench, _add_nav_commands, _add_train_commands, _add_plot]
 
 
 _DEBUG_HELP = "on an error, raise it with its traceback instead of printing one line"
 _VERBOSE_HELP = "show what VizDoom, SDL and torch.distributed print (by default a run's env.log gets it)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vecfast", description="Fast vectorized environments.", allow_abbrev=False)
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     parser.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:
-        add(subparsers)
+        if add is _add_train_commands:
+            add(subparsers, argv)  # `train ENV --help` shows the defaults of ENV's runs
+        else:
+            add(subparsers)
     _add_to_subcommands(parser)
     return parser
 
@@ -292,8 +298,23 @@ def _add_to_subcommands(parser: argparse.ArgumentParser) -> None:
                 sub.allow_abbrev = False
                 sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
                 sub.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE_HELP)
-                sub.set_defaults(command_prog=sub.prog)
+                sub.set_defaults(command_prog=sub.prog, command_parser=sub)
                 _add_to_subcommands(sub)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """argparse's error for ``unknown`` arguments, naming the options closest to each unknown one (``--lr``:
+    ``--learning_rate``); exits 2."""
+    from vecfast.trainers.config import closest
+
+    names = list(dict.fromkeys(option.lstrip("-").replace("-", "_") for option in parser._option_string_actions))
+    hints = []
+    for arg in unknown:
+        if arg.startswith("--"):
+            close = closest(arg.partition("=")[0][2:], names)
+            if close:
+                hints.append(f"{arg.partition('=')[0]}: did you mean {' or '.join('--' + c for c in close)}?")
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}" + "".join(f"; {hint}" for hint in hints))
 
 
 def _is_user_error(exc: Exception) -> bool:
@@ -306,7 +327,10 @@ def _is_user_error(exc: Exception) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``vecfast`` console script and of ``python -m vecfast``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unrecognized(getattr(args, "command_parser", parser), unknown)
     if args.verbose:
         from vecfast.chatter import set_verbose
 

@@ -7,6 +7,7 @@ vecfast's vector envs, so what is measured is the game as its authors wrote it. 
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -94,7 +95,8 @@ def opponent_from(
     """The player an ``opponent`` argument names: ``"random"`` (:func:`random_bot`, seeded with ``seed``),
     ``"initial"`` (an untrained model of ``policy``'s config, read from ``source``, the run directory or
     checkpoint it came from, and initialised from torch's RNG), a run directory or checkpoint path (its last
-    policy), or an :class:`ActorCritic` or bot as it is."""
+    policy), ``"module:function"`` (a bot factory ``function(seed) -> bot``, as
+    ``"vecfast.selfplay.bots:one_ply_connect_four"``), or an :class:`ActorCritic` or bot as it is."""
     if callable(opponent):  # an ActorCritic (a module) or a bot
         return opponent
     if opponent == "random":
@@ -109,9 +111,15 @@ def opponent_from(
         return ActorCritic(policy.observation_space, policy.action_space, cfg).eval()
     if isinstance(opponent, (str, os.PathLike)) and Path(opponent).exists():
         return load_policy(opponent)
+    if isinstance(opponent, str) and ":" in opponent:
+        module, _, name = opponent.partition(":")
+        factory = getattr(importlib.import_module(module), name, None)
+        if not callable(factory):
+            raise ValueError(f"opponent {opponent!r}: {module} has no function {name!r}")
+        return factory(seed)
     raise ValueError(
-        f"opponent must be 'random', 'initial', a run directory or checkpoint, an ActorCritic or a bot, "
-        f"got {opponent!r}"
+        f"opponent must be 'random', 'initial', a run directory or checkpoint, 'module:function' (a bot factory), "
+        f"an ActorCritic or a bot, got {opponent!r}"
     )
 
 

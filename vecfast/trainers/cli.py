@@ -12,15 +12,17 @@ import dataclasses
 import json
 import os
 import shlex
+import signal
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vecfast.cli import CommandError, add_env_kwarg_option, check_env_id
-from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig, field_docs, split_num_envs
+from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig, field_docs
 
 # Only the handlers import torch (through train, tune, enjoy, the registry): `--help` stays fast.
 DEFAULT_ALGO = "appo"
@@ -74,20 +76,74 @@ def _shown(value: Any) -> str:
     return str(value).lower() if value is None or isinstance(value, bool) else str(value)
 
 
-def _add_config_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+@dataclass(frozen=True)
+class HelpDefaults:
+    """The config defaults that a run of one env takes, for ``vecfast train ENV --help``."""
+
+    env: str
+    algo: str
+    values: dict[str, Any]
+
+
+def help_defaults(argv: Sequence[str]) -> HelpDefaults | None:
+    """For ``vecfast train ENV [--algo A] [--scheme S] [--env-kwarg K=V] --help``: the config a run of ENV starts
+    from (the scheme's, env family's, algorithm's and env recipe's defaults), which needs the env's observations;
+    None for any other command line, or if the env cannot be made (the help then shows TrainConfig's own)."""
+    argv = list(argv)
+    if not argv or argv[0] != "train" or not {"-h", "--help"} & set(argv):
+        return None
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("env_id", nargs="?")
+    pre.add_argument("--algo", default=DEFAULT_ALGO)
+    pre.add_argument("--scheme")
+    add_env_kwarg_option(pre, "")
+    known, _ = pre.parse_known_args(argv[1:])
+    if known.env_id is None:
+        return None
+    try:
+        import gymnasium
+
+        from vecfast.trainers.defaults import ConfigLayers
+        from vecfast.trainers.env_source import EnvSource
+        from vecfast.trainers.registry import resolve
+
+        recipe = resolve(known.algo, known.scheme)
+        source = EnvSource.of(known.env_id, dict(known.env_kwarg))
+        if source.id is not None:
+            env = gymnasium.make(source.id, **source.kwargs)  # one env: its observations are the vector env's
+            space = env.observation_space
+        else:
+            env = source.build(1)
+            space = env.single_observation_space
+        env.close()
+        return HelpDefaults(known.env_id, recipe.label, ConfigLayers(recipe, source.id).merged(space))
+    except Exception:  # help must not fail: it shows TrainConfig's own defaults then
+        return None
+
+
+def _add_config_options(
+    parser: argparse.ArgumentParser, exclude: tuple[str, ...] = (), defaults: HelpDefaults | None = None
+) -> None:
     hints = typing.get_type_hints(TrainConfig)
     docs = field_docs()
-    group = parser.add_argument_group(
-        "config",
-        "TrainConfig keys, shown with TrainConfig's defaults: envs without image observations get a small "
-        "MLP's (vecfast.trainers.defaults.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's "
-        "num_epochs, ...); a resumed run keeps its config. 'none' sets an optional key to None.",
+    shown = (
+        f"shown with the defaults a run of {defaults.env} with {defaults.algo} starts from (the scheme's, the env "
+        "family's, the algorithm's and the env's own recipe over TrainConfig's)"
+        if defaults is not None
+        else "shown with TrainConfig's defaults: envs without image observations get a small MLP's "
+        "(vecfast.trainers.defaults.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's num_epochs, "
+        "...); `vecfast train ENV --help` shows those of ENV"
     )
+    group = parser.add_argument_group(
+        "config", f"TrainConfig keys, {shown}; a resumed run keeps its config. 'none' sets an optional key to None."
+    )
+    values = defaults.values if defaults is not None else {}
     for field in dataclasses.fields(TrainConfig):
         if field.name in exclude:
             continue
         names = [f"--{field.name}"] + ([f"--{field.name.replace('_', '-')}"] if "_" in field.name else [])
-        text = f"{docs.get(field.name, '')} (default: {_shown(field.default)})".replace("%", "%%")
+        default = values.get(field.name, field.default)
+        text = f"{docs.get(field.name, '')} (default: {_shown(default)})".replace("%", "%%")
         kwargs = _value_kwargs(field.name, hints[field.name])
         group.add_argument(*names, dest=field.name, default=argparse.SUPPRESS, help=text, **kwargs)
 
@@ -104,8 +160,9 @@ def _positive_int(value: str) -> int:
     return number
 
 
-def add_train_commands(subparsers: Any) -> None:
-    """Add ``train``, ``tune``, ``evaluate``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers."""
+def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) -> None:
+    """Add ``train``, ``tune``, ``evaluate``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers;
+    ``defaults``: the config defaults ``train --help`` shows (:func:`help_defaults`)."""
     train = subparsers.add_parser(
         "train",
         usage="%(prog)s [-h] [ENV_ID] [options]",
@@ -118,7 +175,8 @@ def add_train_commands(subparsers: Any) -> None:
         "env_id",
         nargs="?",
         metavar="ENV_ID",
-        help="registered gymnasium id, e.g. vecfast/DoomBasic-v0 or CartPole-v1 (with --resume: the run's)",
+        help="registered gymnasium id, e.g. vecfast/DoomBasic-v0, CartPole-v1 or ALE/Pong-v5, or a PettingZoo "
+        "module, e.g. pettingzoo.classic.connect_four_v3 (self-play; with --resume: the run's)",
     )
     train.add_argument(
         "--algo",
@@ -162,7 +220,7 @@ def add_train_commands(subparsers: Any) -> None:
         action=argparse.BooleanOptionalAction,
         help="the live dashboard instead of progress lines (default: when stdout is a terminal)",
     )
-    _add_config_options(train)
+    _add_config_options(train, defaults=defaults)
     train.set_defaults(handler=_train)
 
     tuner = subparsers.add_parser(
@@ -185,8 +243,9 @@ def add_train_commands(subparsers: Any) -> None:
         "evaluate",
         help="measure a trained policy: mean return and the env's metrics (success, SPL, ...) over N episodes",
         description="Run the policy of RUN_DIR for whole episodes on a fresh env (the run's, made with its env "
-        "arguments, unless --env) and print the mean return and length and the means of the env's episode "
-        "metrics; vecfast.evaluate in Python.",
+        "arguments as it trained, unless --env) and print the mean return and length and the means of the env's "
+        "episode metrics; a PettingZoo game's run plays whole games against --opponent and prints its win, draw "
+        "and loss rates. vecfast.evaluate in Python.",
     )
     evaluator.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluator.add_argument("--env", metavar="ENV_ID", help="evaluate on this env id instead of the run's")
@@ -201,6 +260,13 @@ def add_train_commands(subparsers: Any) -> None:
         choices=["last", "best"],
         default="last",
         help="the newest checkpoint (default) or the one with the best mean return",
+    )
+    evaluator.add_argument(
+        "--opponent",
+        metavar="OPPONENT",
+        help="a PettingZoo game's opponent: random (the default), initial (the run's untrained model), a run "
+        "directory or checkpoint, or module:function (a bot factory function(seed) -> bot, e.g. "
+        "vecfast.selfplay.bots:one_ply_connect_four); episodes are whole games, seats alternating",
     )
     evaluator.add_argument("--num-envs", type=_positive_int, metavar="N", help="envs (default: min(episodes, 8))")
     evaluator.add_argument("--max-steps", type=_positive_int, metavar="N", help="cut an episode there (default: none)")
@@ -284,22 +350,22 @@ def _recipe(algo: str, scheme: str | None = None) -> Any:
         raise CommandError(str(exc)) from None
 
 
-def _check_config(algo: str, scheme: str | None, env_id: str, config: dict[str, Any], num_envs: int | None) -> None:
+def _check_config(
+    algo: str, scheme: str | None, env_id: str, config: dict[str, Any], num_envs: int | None, saved: dict[str, Any]
+) -> None:
     """Validate the config layers as train() will (the env family's defaults are valid with any), the split of
-    ``num_envs`` and the device, before anything starts."""
-    from vecfast.trainers.defaults import env_recipe
+    ``num_envs`` and the device, before anything starts. ``saved``: a resumed run's config."""
+    from vecfast.trainers.defaults import ConfigLayers
     from vecfast.trainers.runtime import resolve_device
     from vecfast.trainers.schemes.synchronous import check_rollout_splits
 
     recipe = _recipe(algo, scheme)
-    layers = {**recipe.defaults, **env_recipe(env_id), **config}
     try:
-        if num_envs is not None:
-            layers.update(split_num_envs(num_envs, layers.get("num_workers", TrainConfig.num_workers)))
-        tuned = layers.get("num_workers") == AUTO
+        layers = ConfigLayers(recipe, env_id, saved, config).with_num_envs(num_envs)
+        tuned = layers.merged().get("num_workers") == AUTO
         if tuned:  # tuning chooses them
-            layers = {k: v for k, v in layers.items() if k not in TUNED_KEYS}
-        cfg = TrainConfig.from_overrides(**layers)
+            layers = layers.without(TUNED_KEYS)
+        cfg = layers.config()
         resolve_device(cfg)
         if recipe.scheme in ("sync", "distributed") and not tuned:  # the schemes that run SyncTrainer
             check_rollout_splits(cfg.num_envs, cfg)
@@ -312,16 +378,15 @@ def _train(args: argparse.Namespace) -> int:
     if args.num_envs is not None and "num_envs_per_worker" in overrides:
         raise CommandError("give --num-envs (in all) or --num_envs_per_worker, not both")
     if args.resume is not None:
-        env_id, algo, scheme, total, run_dir, config = _resumed(args)
-        saved = {k: v for k, v in config.items() if args.num_envs is None or k != "num_envs_per_worker"}
-        _check_config(algo, scheme, env_id, {**saved, **overrides}, args.num_envs)
+        env_id, algo, scheme, total, run_dir, saved = _resumed(args)
+        _check_config(algo, scheme, env_id, overrides, args.num_envs, saved)
     else:
         if args.env_id is None:
             raise CommandError("the env id is missing (e.g. CartPole-v1); --resume RUN_DIR continues a run")
         env_id, algo, scheme, run_dir = args.env_id, args.algo or DEFAULT_ALGO, args.scheme, args.run_dir
         total = DEFAULT_TOTAL_ENV_STEPS if args.total is None else args.total
-        check_env_id(env_id)
-        _check_config(algo, scheme, env_id, overrides, args.num_envs)
+        _check_env(env_id)
+        _check_config(algo, scheme, env_id, overrides, args.num_envs, {})
 
     from vecfast.trainers.launch import rank_from_environment
 
@@ -346,7 +411,9 @@ def _train(args: argparse.Namespace) -> int:
     )
     if rank is None or rank.is_main:
         _print_summary(json.dumps({"run_dir": str(result.run_dir), **result.stats}, indent=2, default=str))
-    return 0
+    # Ctrl-C: the status a shell expects of a command it interrupted (128 + SIGINT); a scheduler's SIGTERM or
+    # SIGUSR1 is a stop it asked for, with a final checkpoint: success
+    return 128 + signal.SIGINT if result.stats.get("stopped_by") == "SIGINT" else 0
 
 
 def _print_summary(text: str) -> None:
@@ -377,7 +444,7 @@ def _resumed(args: argparse.Namespace) -> tuple[str, str, str | None, int, Path,
                 f"{str(run_dir)!r} is a run of algo {saved.label!r}, not {given.label!r}: leave --algo and "
                 "--scheme out to continue it, or start a new run"
             )
-    check_env_id(run["env"])
+    _check_env(run["env"])
     total = run["total_env_steps"] if args.total is None else args.total
     steps = _checkpoint_steps(run_dir)[0]
     if steps >= total:
@@ -388,11 +455,19 @@ def _resumed(args: argparse.Namespace) -> tuple[str, str, str | None, int, Path,
     return run["env"], saved.algo, saved.scheme, total, run_dir, run["config"]
 
 
+def _check_env(env: str) -> None:
+    """A CommandError unless ``env`` is an env id gymnasium knows or a PettingZoo module's dotted name."""
+    from vecfast.trainers.env_source import is_env_id, pettingzoo_module
+
+    if is_env_id(env) or pettingzoo_module(env) is None:
+        check_env_id(env)
+
+
 def _tune(args: argparse.Namespace) -> int:
     from vecfast.trainers.tune import tune
 
     check_env_id(args.env_id)
-    _check_config(args.algo, None, args.env_id, _config_overrides(args), None)
+    _check_config(args.algo, None, args.env_id, _config_overrides(args), None, {})
     env_kwargs = dict(args.env_kwarg)
     tuning = tune(args.env_id, algo=args.algo, seconds=args.seconds, env_kwargs=env_kwargs, **_config_overrides(args))
     print("\n".join(tuning.lines()))
@@ -417,14 +492,15 @@ def _view(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     run = _read_run(args.run_dir, checkpoint=True)
     env_id = args.env or _run_env_id(args.run_dir, run)
-    check_env_id(env_id)
+    _check_env(env_id)
     env_kwargs = dict(args.env_kwarg) | ({} if args.split is None else {"split": args.split})
     from vecfast.trainers.evaluation import evaluate
 
     deterministic = not args.stochastic
     result = evaluate(
         args.run_dir,
-        env=env_id,
+        env=args.env,  # None: the run's own, made as it trained (a PettingZoo game plays against the opponent)
+        opponent=args.opponent,
         episodes=args.episodes,
         deterministic=deterministic,
         num_envs=args.num_envs,
@@ -444,12 +520,13 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _run_env_id(run_dir: Path, run: dict[str, Any]) -> str:
-    """The run's env id, if it is a registered one (a run of an env object or factory needs --env)."""
-    import gymnasium
+    """The run's env: a registered id or a PettingZoo module (a run of an env object or factory needs --env)."""
+    from vecfast.trainers.env_source import is_env_id, pettingzoo_module
 
-    if run["env"] not in gymnasium.registry:
+    if not is_env_id(run["env"]) and pettingzoo_module(run["env"]) is None:
         raise CommandError(
-            f"{str(run_dir)!r} was trained on {run['env']!r}, not a registered env id: --env ENV_ID says which"
+            f"{str(run_dir)!r} was trained on {run['env']!r}, not a registered env id or a PettingZoo module: "
+            "--env ENV_ID says which"
         )
     return run["env"]
 

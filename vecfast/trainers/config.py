@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 import inspect
 import numbers
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,11 +203,8 @@ class TrainConfig:
 
     @classmethod
     def from_overrides(cls, base: TrainConfig | None = None, **overrides: Any) -> TrainConfig:
-        """``base`` (default: the defaults) with ``overrides``; unknown keys raise with the valid ones."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise TypeError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
+        """``base`` (default: the defaults) with ``overrides``; unknown keys raise naming the closest valid ones."""
+        check_keys(overrides)
         cfg = dataclasses.replace(base or cls(), **overrides)
         cfg.encoder_conv_mlp_layers = tuple(cfg.encoder_conv_mlp_layers)
         cfg.encoder_mlp_layers = tuple(cfg.encoder_mlp_layers)
@@ -298,6 +297,39 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def check_keys(keys: Iterable[str], valid_arguments: Iterable[str] = ()) -> None:
+    """A TypeError for keys that are neither config keys nor ``valid_arguments``, naming the closest valid ones."""
+    valid = [*(f.name for f in dataclasses.fields(TrainConfig)), *valid_arguments]
+    unknown = sorted(set(keys) - set(valid))
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = closest(key, valid)
+        hints.append(f"{key!r}: did you mean {' or '.join(repr(c) for c in close)}?" if close else f"{key!r}")
+    raise TypeError(
+        f"unknown config keys {unknown} ({'; '.join(hints)}); the config keys are vecfast.trainers.TrainConfig's "
+        "fields (vecfast train --help lists them)"
+    )
+
+
+# abbreviations that name a key no spelling is close to
+_ALIASES = {"lr": "learning_rate", "steps": "total_env_steps", "epochs": "num_epochs", "envs": "num_envs"}
+
+
+def closest(key: str, valid: Iterable[str]) -> list[str]:
+    """The valid names closest to a misspelt or abbreviated ``key``, best first (at most 3)."""
+    valid = list(valid)
+    words = key.lower().replace("-", "_").strip("_")
+    matches = difflib.get_close_matches(words, valid, n=3, cutoff=0.6)
+    alias = _ALIASES.get(words)
+    if alias is not None and alias in valid and alias not in matches:
+        matches.insert(0, alias)
+    parts = set(words.split("_"))
+    matches += [v for v in valid if v not in matches and parts and parts <= set(v.split("_"))]
+    return matches[:3]
 
 
 def split_num_envs(num_envs: int, num_workers: Any) -> dict[str, int]:

@@ -13,11 +13,14 @@ An env may have a recipe of its own: PointNav trains with the Large Batch Simula
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from gymnasium import spaces
 
-from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.config import TrainConfig, split_num_envs
 from vecfast.trainers.models import is_board, is_image, observation_spaces
 from vecfast.trainers.registry import Recipe
 
@@ -114,16 +117,54 @@ def env_recipe(env_id: str | None) -> dict[str, Any]:
     return dict(ENV_RECIPES.get(env_id or "", {}))
 
 
-def config_for(
-    observation_space: spaces.Space, recipe: Recipe, overrides: dict[str, Any], env_id: str | None = None
-) -> TrainConfig:
-    """The config layers, lowest first: defaults, the scheme's, the env family's, the algorithm's, the env's
-    recipe, the caller's."""
-    layers = {
-        **recipe.scheme_spec.defaults,
-        **family_defaults(observation_space, recipe.scheme_spec.distributed),
-        **recipe.algorithm.defaults,
-        **env_recipe(env_id),
-        **overrides,
-    }
-    return TrainConfig.from_overrides(**layers)
+@dataclass(frozen=True)
+class ConfigLayers:
+    """A run's config as its layers, lowest first: the scheme's defaults, the env family's, the algorithm's, the env's
+    recipe, a resumed run's saved config, the caller's keys. The one rule every command layers a config by.
+
+    Before its env is built a run knows no family: :meth:`config` without an observation space leaves that layer
+    out, which holds none of the keys that build the env (workers, envs per worker, timeouts).
+    """
+
+    recipe: Recipe
+    env_id: str | None = None
+    saved: Mapping[str, Any] = field(default_factory=dict)
+    user: Mapping[str, Any] = field(default_factory=dict)
+
+    def merged(self, observation_space: spaces.Space | None = None) -> dict[str, Any]:
+        """The layers as one dict of keys (not validated)."""
+        family = (
+            {} if observation_space is None else family_defaults(observation_space, self.recipe.scheme_spec.distributed)
+        )
+        return {
+            **self.recipe.scheme_spec.defaults,
+            **family,
+            **self.recipe.algorithm.defaults,
+            **env_recipe(self.env_id),
+            **self.saved,
+            **self.user,
+        }
+
+    def config(self, observation_space: spaces.Space | None = None) -> TrainConfig:
+        """The validated config; ``observation_space``: the env's single observation space, once it is known."""
+        return TrainConfig.from_overrides(**self.merged(observation_space))
+
+    def with_user(self, **keys: Any) -> ConfigLayers:
+        """These layers with ``keys`` set over the caller's."""
+        return dataclasses.replace(self, user={**self.user, **keys})
+
+    def without(self, keys: tuple[str, ...]) -> ConfigLayers:
+        """These layers with ``keys`` left to the defaults below the saved config and the caller's."""
+        return dataclasses.replace(
+            self,
+            saved={k: v for k, v in self.saved.items() if k not in keys},
+            user={k: v for k, v in self.user.items() if k not in keys},
+        )
+
+    def with_num_envs(self, num_envs: int | None) -> ConfigLayers:
+        """``num_envs`` in all (``None``: as configured) split over the configured ``num_workers``
+        (:func:`~vecfast.trainers.config.split_num_envs`)."""
+        if num_envs is None:
+            return self
+        workers = self.merged().get("num_workers", TrainConfig.num_workers)
+        return self.with_user(**split_num_envs(num_envs, workers))

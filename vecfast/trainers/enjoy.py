@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 
 import vecfast.envs  # noqa: F401  (registers vecfast's ids)
-from vecfast.trainers.evaluation import EvalResult, evaluate, make_eval_env, run_env
+from vecfast.trainers.evaluation import EvalResult, evaluate, run_env
 
 
 def enjoy(
@@ -36,8 +36,7 @@ def enjoy(
     if video is None:
         return evaluate(run_dir, num_envs=num_envs, seed=seed, env_kwargs=env_kwargs, **common)
     frames: list[np.ndarray] = []
-    run = run_env(run_dir)
-    env = make_eval_env(run.id, num_envs=1, render_mode="rgb_array", **{**run.kwargs, **(env_kwargs or {})})
+    env = run_env(run_dir).with_kwargs(env_kwargs or {}).build(1, render_mode="rgb_array")
     try:
         result = evaluate(run_dir, env, seed=seed, on_frame=frames.append, **common)
         fps = env.metadata.get("render_fps", 30)

@@ -20,17 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import gymnasium
 import numpy as np
 import torch
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from vecfast.trainers.env_source import EnvSource, source_of_run
 from vecfast.trainers.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
 from vecfast.trainers.training import TrainResult, load_policy
 from vecfast.vector import AsyncSharedMemVectorEnv
-from vecfast.vector.make import make_vec
 
 if TYPE_CHECKING:
     from vecfast.selfplay.matches import OpponentArg
@@ -154,19 +153,26 @@ def evaluate(
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policy, run_dir = _policy(policy_or_run_dir, which)
     env_kwargs = dict(env_kwargs or {})
+    if env is None and run_dir is not None:  # a run of a PettingZoo module plays its games
+        run = run_env(run_dir, required=False)
+        env = run.source.env if run is not None and isinstance(run.source.env, types.ModuleType) else None
     if opponent is not None or isinstance(env, types.ModuleType):
         unsupported = {"num_envs": num_envs, "max_steps": max_steps, "on_frame": on_frame}
         if any(value is not None for value in unsupported.values()):
             given = ", ".join(k for k, v in unsupported.items() if v is not None)
             raise ValueError(f"{given}: not for games against an opponent, which play whole games one at a time")
         return _games(policy, run_dir, env, opponent or "random", episodes, deterministic, seed, env_kwargs)
-    if run_dir is not None and (env is None or isinstance(env, str)):
-        run = run_env(run_dir, required=env is None)
-        if run is not None and env in (None, run.id):
-            env, env_kwargs = run.id, {**run.kwargs, **env_kwargs}
-    if env is None:
+    run = (
+        run_env(run_dir, required=env is None)
+        if run_dir is not None and (env is None or isinstance(env, str))
+        else None
+    )
+    if run is not None and env in (None, run.source.id):  # the run's own env, the other arguments over its own
+        vec_env = run.with_kwargs(env_kwargs).build(_num_envs(num_envs, episodes, on_frame), _render_mode(on_frame))
+    elif env is None:
         raise ValueError("evaluating a policy object needs env=: a policy does not say which env it was trained on")
-    vec_env = _build(env, episodes, num_envs, render=on_frame is not None, env_kwargs=env_kwargs)
+    else:
+        vec_env = _build(env, episodes, num_envs, on_frame, env_kwargs)
     try:
         _check_spaces(policy, vec_env)
         if on_frame is not None and vec_env.render_mode != "rgb_array":
@@ -176,14 +182,6 @@ def evaluate(
     finally:
         if vec_env is not env:
             vec_env.close()
-
-
-def make_eval_env(env_id: str, num_envs: int, render_mode: str | None = None, **env_kwargs: Any) -> VectorEnv:
-    """The vector env ``vecfast.train`` builds for ``env_id`` (so the observations match), of ``num_envs`` envs:
-    its batched ``vector_entry_point`` where it has one, else an AsyncSharedMemVectorEnv."""
-    if render_mode is not None:  # single envs render; a batched simulator may not
-        return make_vec(env_id, num_envs, vectorization_mode="shared_memory", render_mode=render_mode, **env_kwargs)
-    return make_vec(env_id, num_envs, **env_kwargs)
 
 
 class _Episodes:
@@ -299,7 +297,7 @@ def _games(
     if not callable(env):
         raise ValueError(
             "games against an opponent need env= a PettingZoo module such as pettingzoo.classic.connect_four_v3 "
-            f"or a function making a PettingZoo AEC env (a run's config.json names only the module), got {env!r}"
+            f"or a function making a PettingZoo AEC env (a run's own env when it trained on a module), got {env!r}"
         )
     with _acting(policy, seed):
         results = play_games(
@@ -357,33 +355,54 @@ def _policy(
 
 @dataclass(frozen=True)
 class RunEnv:
-    """The env a run directory's policy was trained on: its gymnasium id and keyword arguments."""
+    """The env a run directory's policy was trained on: its source and how it was vectorised (``None``: a run
+    from before vecfast recorded it, whose env was the id's batched simulator where it has one)."""
 
-    id: str
-    kwargs: dict[str, Any]
+    source: EnvSource
+    vectorization: str | None
+
+    def with_kwargs(self, env_kwargs: Mapping[str, Any]) -> RunEnv:
+        """The same env with ``env_kwargs`` over the run's own (PointNav's ``split="val"``)."""
+        return dataclasses.replace(self, source=EnvSource.of(self.source.env, {**self.source.kwargs, **env_kwargs}))
+
+    def build(self, num_envs: int, render_mode: str | None = None) -> VectorEnv:
+        return self.source.build(num_envs, self.vectorization, render_mode=render_mode)
 
 
 def run_env(run_dir: str | os.PathLike, required: bool = True) -> RunEnv | None:
-    """The env of ``RUN_DIR/config.json``; one that is not a registered id (the run got an env object or
-    factory) is a ValueError, or None unless ``required``."""
+    """The env of ``RUN_DIR/config.json``; one that cannot be made again (the run got an env object or factory) is
+    a ValueError, or None unless ``required``."""
     config = json.loads((Path(run_dir) / "config.json").read_text())
-    env_id = config["env"]
-    if env_id not in gymnasium.registry:
+    try:
+        source = source_of_run(config["env"], config.get("env_kwargs", {}))
+    except ValueError as exc:
         if not required:
             return None
-        raise ValueError(
-            f"{run_dir} was trained on {env_id!r}, which is not a registered gymnasium id "
-            "(the run got an env object or factory): pass env= the env it was trained on"
-        )
-    return RunEnv(env_id, dict(config.get("env_kwargs", {})))
+        raise ValueError(f"{run_dir}: {exc}") from None
+    return RunEnv(source, config.get("vectorization"))
 
 
-def _build(env: EnvArg, episodes: int, num_envs: int | None, render: bool, env_kwargs: dict[str, Any]) -> VectorEnv:
+def _num_envs(num_envs: int | None, episodes: int, on_frame: Callable[[np.ndarray], None] | None) -> int:
     if num_envs is not None and num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    return num_envs or (1 if on_frame is not None else min(episodes, DEFAULT_MAX_ENVS))
+
+
+def _render_mode(on_frame: Callable[[np.ndarray], None] | None) -> str | None:
+    return "rgb_array" if on_frame is not None else None
+
+
+def _build(
+    env: EnvArg,
+    episodes: int,
+    num_envs: int | None,
+    on_frame: Callable[[np.ndarray], None] | None,
+    env_kwargs: dict[str, Any],
+) -> VectorEnv:
     if isinstance(env, str):
-        default = 1 if render else min(episodes, DEFAULT_MAX_ENVS)
-        return make_eval_env(env, num_envs or default, "rgb_array" if render else None, **env_kwargs)
+        return EnvSource.of(env, env_kwargs).build(
+            _num_envs(num_envs, episodes, on_frame), render_mode=_render_mode(on_frame)
+        )
     if env_kwargs:
         raise TypeError(f"env keyword arguments {sorted(env_kwargs)} need an env id; the env given is built")
     built = env if isinstance(env, VectorEnv) else env() if callable(env) else None
@@ -426,4 +445,4 @@ def _same_layout(a: spaces.Space, b: spaces.Space) -> bool:
     return True
 
 
-__all__ = ["EvalResult", "RunEnv", "evaluate", "make_eval_env", "run_env"]
+__all__ = ["EvalResult", "RunEnv", "evaluate", "run_env"]

@@ -56,8 +56,11 @@ def progress_line(metrics: dict[str, Any], total_env_steps: int, time_limit: flo
         f"{steps:,}/{total_env_steps:,} env steps ({steps / total_env_steps:.1%})",
         f"{metrics.get('fps', 0.0):,.0f} fps",
     ]
+    selfplay = _selfplay_parts(metrics)
     mean_return = metrics.get("mean_episode_return")
-    if mean_return is not None and math.isfinite(mean_return):
+    if selfplay:  # zero-sum: the mean return of both sides' steps is ~0 whoever wins
+        parts += selfplay
+    elif mean_return is not None and math.isfinite(mean_return):
         parts.append(f"mean return {mean_return:.1f} ({metrics.get('episodes', 0):,} episodes)")
     if 0 < steps < total_env_steps and seconds > 0:
         left = (total_env_steps - steps) * seconds / steps
@@ -65,6 +68,23 @@ def progress_line(metrics: dict[str, Any], total_env_steps: int, time_limit: flo
             left = min(left, max(time_limit - seconds, 0.0))
         parts.append(f"{_duration(left)} left")
     return " · ".join(parts)
+
+
+def _selfplay_parts(metrics: dict[str, Any]) -> list[str]:
+    """A league's Elo and score against its snapshots, or each population policy's Elo; empty for other runs."""
+    parts = []
+    if metrics.get("elo") is not None:
+        parts.append(f"Elo {metrics['elo']:.0f}")
+    if metrics.get("score_vs_snapshots") is not None:
+        parts.append(f"score vs snapshots {metrics['score_vs_snapshots']:.2f}")
+    population = sorted(
+        (int(key.split("_")[1]), value)
+        for key, value in metrics.items()
+        if key.startswith("policy_") and key.endswith("_elo") and value is not None
+    )
+    if population:
+        parts.append("Elo " + " / ".join(f"{value:.0f}" for _, value in population) + " (policies)")
+    return parts
 
 
 def _duration(seconds: float) -> str:

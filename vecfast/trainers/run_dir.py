@@ -174,17 +174,20 @@ class RunDir:
         self._events.file_writer.add_summary(Summary(value=values), int(metrics["env_steps"]))
         self._events.flush()  # a live `tensorboard --logdir` sees every iteration
 
-    def save(self, state: dict[str, Any], best: bool = False) -> Path:
-        """Write ``state`` as the checkpoint of its ``env_steps`` (and as ``best.pt`` if ``best``); drop old ones.
+    def save(self, state: dict[str, Any], numbered: bool = True, best: bool = False) -> Path:
+        """Write ``state`` as the numbered checkpoint of its ``env_steps`` (unless not ``numbered``) and as
+        ``best.pt`` if ``best``; drop old numbered ones. Returns the numbered path, else ``best.pt``'s.
 
         Only checkpoints older than this one are dropped: one written later by another
         timeline never costs the run the checkpoint it has just written.
         """
         env_steps = int(state["env_steps"])
         path = self.checkpoints / f"last_{env_steps:012d}.pt"
-        _atomic_torch_save(state, path)
         if best:
             _atomic_torch_save(state, self.checkpoints / "best.pt")
+        if not numbered:
+            return self.checkpoints / "best.pt"
+        _atomic_torch_save(state, path)
         older = [p for p in last_checkpoints(self.path) if _steps(p) < env_steps]
         for old in older[self.keep - 1 :]:
             old.unlink(missing_ok=True)

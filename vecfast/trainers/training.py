@@ -1,9 +1,9 @@
-"""``vecfast.train()``: build the env and the trainer, run until the budget, keep a run directory.
+"""``vecfast.train()``: resolve the run once (:mod:`vecfast.trainers.run_spec`), then run it: build the env and
+the trainer, train until the budget, keep a run directory.
 
-The config comes in layers (:mod:`vecfast.trainers.defaults`): TrainConfig's defaults, the scheme's,
-the env family's, the algorithm's, the env's own recipe, then the caller's overrides. A
-distributed scheme runs this in every rank: rank 0 chooses the run directory and writes it, all
-ranks stop together (:func:`collective.all_max` of their stop requests).
+A distributed scheme's launcher (``train(..., algo="ddppo")`` here, or torchrun whose ranks each call ``train``)
+starts ranks that each :func:`run` the spec: rank 0 writes the run directory, all ranks stop together
+(:func:`collective.all_max` of their stop requests).
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import inspect
 import os
 import secrets
 import signal
-import sys
 import threading
 import time
-import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +30,8 @@ from gymnasium.vector import VectorEnv
 
 from vecfast import chatter
 from vecfast.trainers import collective
-from vecfast.trainers.config import AUTO, TrainConfig, split_num_envs
-from vecfast.trainers.defaults import config_for, env_recipe
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.env_source import EnvSource
 from vecfast.trainers.launch import (
     RankInfo,
     init_process_group,
@@ -48,19 +46,17 @@ from vecfast.trainers.protocols import Trainer
 from vecfast.trainers.registry import Recipe, resolve
 from vecfast.trainers.run_dir import (
     RunDir,
-    check_run_dir,
     default_run_dir,
-    env_kwargs_data,
     load_checkpoint,
     plain_data,
     space_from_data,
     space_to_data,
 )
+from vecfast.trainers.run_spec import RunSpec, resolve_run, train_arguments
 from vecfast.trainers.runtime import resolve_device
 from vecfast.trainers.step_timeout import RunStepTimeout
-from vecfast.trainers.tune import Tuning, available_cores, tune
+from vecfast.trainers.tune import available_cores
 from vecfast.trainers.viewer import LiveDashboard
-from vecfast.vector.make import make_vec
 from vecfast.vector.process_cleanup import watch_owner
 
 
@@ -71,56 +67,6 @@ class TrainResult:
     run_dir: Path
     policy: ActorCritic
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-def _auto_tune(
-    env: str | Callable[[], VectorEnv] | VectorEnv, algo: str, overrides: dict[str, Any], env_kwargs: dict[str, Any]
-) -> Tuning:
-    """``num_workers="auto"``: measure and choose before anything else starts; print why."""
-    if not isinstance(env, str):
-        raise ValueError(
-            "num_workers='auto' needs an env id: vecfast tunes the vector env it builds "
-            "(a given env or factory has its workers already)"
-        )
-    tuning = tune(env, algo, env_kwargs=env_kwargs, **overrides)
-    print("\n".join(tuning.lines()), file=sys.stderr)
-    return tuning
-
-
-def _build_env(
-    env: str | Callable[[], VectorEnv] | VectorEnv, cfg: TrainConfig, double_buffered: bool, env_kwargs: dict[str, Any]
-) -> VectorEnv:
-    """The env a run trains on: an id (made with ``env_kwargs``) gets its batched ``vector_entry_point`` where it
-    has one (unless the scheme samples double-buffered, with send/recv), else an AsyncSharedMemVectorEnv."""
-    if isinstance(env, VectorEnv):
-        return env
-    if not isinstance(env, str):
-        made = env() if callable(env) else None
-        if isinstance(made, VectorEnv):
-            return made
-        from vecfast.multiagent.from_pettingzoo import vector_env_from  # a PettingZoo env (the pettingzoo extra)
-
-        return vector_env_from(env, cfg.num_envs, cfg.num_workers, made)  # one match per env
-    if not double_buffered and _find_spec(env).vector_entry_point is not None:
-        return make_vec(env, num_envs=cfg.num_envs, **env_kwargs)  # a batched simulator beats any process pool
-    vector_kwargs: dict[str, Any] = {
-        "num_workers": cfg.num_workers,
-        "start_timeout": cfg.env_start_timeout,
-    }
-    if double_buffered and cfg.num_envs >= 2:
-        vector_kwargs["batch_size"] = cfg.num_envs // 2
-    return make_vec(
-        env, num_envs=cfg.num_envs, vectorization_mode="shared_memory", vector_kwargs=vector_kwargs, **env_kwargs
-    )
-
-
-def _env_name(env: str | Callable[[], VectorEnv] | VectorEnv, built: VectorEnv) -> str:
-    if isinstance(env, str):
-        return env
-    if isinstance(env, types.ModuleType):  # a PettingZoo env's module: connect_four_v3
-        return env.__name__.rsplit(".", 1)[-1]
-    spec = getattr(built.unwrapped, "spec", None) or getattr(built, "spec", None)
-    return spec.id if spec is not None else type(built.unwrapped).__name__
 
 
 def _version() -> str:
@@ -153,6 +99,7 @@ class _StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
+        self.signal: str | None = None  # the first signal's name
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StopRequest:
@@ -164,6 +111,7 @@ class _StopRequest:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        self.signal = self.signal or signal.Signals(signum).name
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
@@ -217,7 +165,8 @@ def train(
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
     Ctrl-C, SIGTERM or SIGUSR1 stops training after the current iteration: a final checkpoint
-    is saved and the result returned (``stats["interrupted"]``); a second Ctrl-C stops at once.
+    is saved and the result returned (``stats["interrupted"]``, and ``stats["stopped_by"]`` names the signal this
+    process received); a second Ctrl-C stops at once.
 
     A distributed scheme runs in ``num_processes`` ranks (default: one per core, one per GPU on
     CUDA) that this call starts on this machine
@@ -229,61 +178,32 @@ def train(
     ``stats["env_frames"]`` counts frames as Sample Factory does (env steps times the
     env's frame skip); ``fps`` is env frames per second.
     """
-    recipe = resolve(algo, scheme)
-    if (env_kwargs or num_envs is not None) and not isinstance(env, str):
-        raise TypeError("env_kwargs and num_envs are for an env id, which vecfast makes; a given env is made already")
-    env_kwargs = env_kwargs_data(env_kwargs or {})
-    if num_envs is not None and "num_envs_per_worker" in overrides:
-        raise ValueError("give num_envs (in all) or num_envs_per_worker, not both")
-    making = _EnvMaking(env_kwargs, num_envs)
-    if policy_mapping is not None and recipe.scheme != "async":
-        raise ValueError(
-            f"policy_mapping is for populations, which train under the asynchronous scheme; not {recipe.label}"
-        )
-    if not recipe.scheme_spec.distributed:
-        if num_processes not in (None, 1):
-            raise ValueError(f"num_processes is for distributed schemes (algo='ddppo'); {recipe.label} runs in one")
-        return _train(
-            env,
-            recipe,
-            total_env_steps,
-            run_dir,
-            live,
-            resume,
-            overrides,
-            making,
-            rank=None,
-            policy_mapping=policy_mapping,
-        )
-    rank = rank_from_environment()
-    if rank is None:
-        if isinstance(env, VectorEnv):
-            raise TypeError("a distributed run builds one vector env per rank: pass an env id or a function")
-        if num_processes is not None and num_processes < 1:
-            raise ValueError(f"num_processes must be >= 1, got {num_processes}")
-        call = (env, algo, total_env_steps, run_dir, live, resume, scheme, making, overrides)
-        ranks = num_processes or _default_num_processes(recipe, env, overrides)
-        run_id = _local_run_id()
-        named = run_dir
-        if named is None and isinstance(env, str):  # the ranks' default directory (named by the run id)
-            named = default_run_dir(env, recipe.label, run_id)
-        with chatter.logging_to(named):  # what the launch prints (c10d's warnings) goes to the run's env.log
-            return launch_local(ranks, _train_in_rank, call, run_id=run_id)
-    env_id = env if isinstance(env, str) else None
-    sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
-    watch_owner(os.getppid(), when_gone=_exit_orphaned)  # a rank dies with its launcher
-    init_process_group(rank, _rank_device(sampling, rank))
-    try:
-        return _train(env, recipe, total_env_steps, run_dir, live and rank.is_main, resume, overrides, making, rank)
-    finally:
-        leave_process_group()
+    rank = rank_from_environment()  # under torchrun or srun: every rank calls train()
+    arguments = {
+        "scheme": scheme,
+        "num_processes": num_processes,
+        "env_kwargs": env_kwargs,
+        "num_envs": num_envs,
+        "policy_mapping": policy_mapping,
+        "overrides": overrides,
+        "valid_arguments": train_arguments(train),
+    }
+    if rank is not None and resolve(algo, scheme).scheme_spec.distributed:
+        device = overrides.get("device", TrainConfig.device)
+        with _in_process_group(rank, resolve_device(TrainConfig(device=device))):
+            return run(resolve_run(env, algo, total_env_steps, run_dir, live, resume, rank=rank, **arguments), rank)
+    spec = resolve_run(env, algo, total_env_steps, run_dir, live, resume, rank=None, **arguments)
+    if not spec.recipe.scheme_spec.distributed:
+        return run(spec, None)
+    ranks = num_processes or _default_num_processes(spec)
+    with chatter.logging_to(spec.run_dir):  # what the launch prints (c10d's warnings) goes to the run's env.log
+        return launch_local(ranks, _run_in_launched_rank, spec, run_id=_local_run_id())
 
 
-def _default_num_processes(recipe: Recipe, env: str | Callable[[], VectorEnv], overrides: dict[str, Any]) -> int:
+def _default_num_processes(spec: RunSpec) -> int:
     """Ranks that use this machine: one per GPU on CUDA, else one per core this process may run on (each
     rank with one torch thread by default: ranks beat threads at the small batches of acting)."""
-    env_id = env if isinstance(env, str) else None
-    device = resolve_device(TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides}))
+    device = resolve_device(spec.sampling_config())
     return torch.cuda.device_count() if device.type == "cuda" else available_cores()
 
 
@@ -293,125 +213,101 @@ def _exit_orphaned() -> None:
 
 
 def _local_run_id() -> str:
-    """Names the default run directory alike in every rank (``TORCHELASTIC_RUN_ID``), as its time and a random part."""
+    """The launcher's run id (``TORCHELASTIC_RUN_ID`` in the ranks): its time and a random part."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}_{secrets.token_hex(3)}"
 
 
-def _train_in_rank(call: tuple[Any, ...]) -> TrainResult:
-    """A rank that :func:`launch_local` started: the same call, now inside the run."""
-    env, algo, total_env_steps, run_dir, live, resume, scheme, making, overrides = call
-    return train(env, algo, total_env_steps, run_dir, live, resume, scheme=scheme, **making.as_arguments(), **overrides)
-
-
-@dataclass(frozen=True)
-class _EnvMaking:
-    """How ``train`` makes the env of an id: its keyword arguments (plain data) and the envs in all, if given."""
-
-    env_kwargs: dict[str, Any]
-    num_envs: int | None
-
-    def as_arguments(self) -> dict[str, Any]:
-        return {"env_kwargs": self.env_kwargs, "num_envs": self.num_envs}
-
-
-def _rank_device(cfg: TrainConfig, rank: RankInfo) -> torch.device:
-    """CUDA: the rank's own GPU (its local rank); else the configured device."""
-    device = resolve_device(cfg)
-    return torch.device("cuda", rank.local_rank) if device.type == "cuda" and device.index is None else device
-
-
-def _train(
-    env: str | Callable[[], VectorEnv] | VectorEnv,
-    recipe: Recipe,
-    total_env_steps: int,
-    run_dir: str | os.PathLike | None,
-    live: bool,
-    resume: bool,
-    overrides: dict[str, Any],
-    making: _EnvMaking,
-    rank: RankInfo | None,
-    policy_mapping: Callable[[Any, Any], int] | None = None,
-) -> TrainResult:
-    main = rank is None or rank.is_main
-    restarted = rank is not None and rank.restarts > 0  # by the launcher: continue where the run was
-    run_dir = run_dir if run_dir is not None or rank is None else _distributed_run_dir(env, recipe)
-    state = None
-    env_kwargs = making.env_kwargs
-    if run_dir is not None:
-        collective.from_main(lambda: check_run_dir(run_dir, resume or restarted))  # before the envs start
-    if resume or restarted:
-        if run_dir is None:
-            raise ValueError("resume=True needs the run_dir to resume")
-        state = collective.from_main(lambda: _newest_state(run_dir, required=not restarted))
-        if state is not None:
-            _check_same_recipe(state, recipe, run_dir)
-            overrides = {**state["config"], **overrides}
-            env_kwargs = {**state.get("env_kwargs", {}), **env_kwargs}
-    env_id = env if isinstance(env, str) else None
-    if making.num_envs is not None:
-        layers = {**recipe.defaults, **env_recipe(env_id), **overrides}
-        overrides = {**overrides, **split_num_envs(making.num_envs, layers.get("num_workers", TrainConfig.num_workers))}
-    tuning = None
-    if overrides.get("num_workers") == AUTO:
-        tuning = _auto_tune(env, recipe.label, overrides, env_kwargs)
-        choice = tuning.choice
-        overrides = {**overrides, "num_workers": choice.num_workers, "num_envs_per_worker": choice.num_envs_per_worker}
-    sampling = TrainConfig.from_overrides(**{**recipe.defaults, **env_recipe(env_id), **overrides})
-    resolve_device(sampling)  # a device this machine lacks fails here, before the envs and the run directory
-    if run_dir is None and rank is None and env_id is not None:
-        run_dir = default_run_dir(env_id, recipe.label)  # named before the envs start: their chatter goes there
-    restore_log = chatter.log_to(run_dir)
+@contextlib.contextmanager
+def _in_process_group(rank: RankInfo, device: torch.device) -> Iterator[None]:
+    """This rank in its run's process group, dying with its launcher; on its own device (CUDA: its local GPU)."""
+    watch_owner(os.getppid(), when_gone=_exit_orphaned)  # a rank dies with its launcher
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", rank.local_rank)
+    init_process_group(rank, device)
     try:
-        rank_kwargs = {**_rank_env_kwargs(env, rank), **env_kwargs}  # not stored: evaluate and resume see it all
-        vec_env = _build_env(env, _for_rank(sampling, rank), recipe.scheme_spec.double_buffered, rank_kwargs)
+        yield
+    finally:
+        leave_process_group()
+
+
+def _run_in_launched_rank(spec: RunSpec) -> TrainResult:
+    """A rank that :func:`launch_local` started: runs the launcher's spec."""
+    rank = rank_from_environment()
+    if rank is None:
+        raise RuntimeError("a launched rank without RANK and WORLD_SIZE in its environment")
+    with _in_process_group(rank, resolve_device(spec.sampling_config())):
+        return run(spec, rank)
+
+
+def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
+    """Run ``spec`` in this process: alone (``rank`` None) or as one rank of a distributed run, whose rank 0
+    writes the run directory."""
+    main = rank is None or rank.is_main
+    recipe, source = spec.recipe, spec.source
+    state = spec.newest_state()
+    sampling = spec.sampling_config()
+    restore_log = chatter.log_to(spec.run_dir)
+    try:
+        vec_env = source.build(
+            sampling.num_envs,
+            source.vectorization(recipe.scheme_spec.double_buffered),
+            num_workers=sampling.num_workers,
+            batch_size=sampling.num_envs // 2
+            if recipe.scheme_spec.double_buffered and sampling.num_envs >= 2
+            else None,
+            start_timeout=sampling.env_start_timeout,
+            extra_kwargs=_rank_env_kwargs(source, rank),  # not stored: evaluate and resume see it all
+        )
     except BaseException:
         restore_log()
         raise
-    owns_env = vec_env is not env
+    owns_env = vec_env is not source.env
     trainer = None
-    run = None
+    run_dir = None
     try:
-        cfg = config_for(vec_env.single_observation_space, recipe, overrides, env_id)
+        cfg = spec.layers.config(vec_env.single_observation_space)
         frameskip = _frameskip(vec_env, cfg)
-        env_name = _env_name(env, vec_env)
+        env_name = source.name(vec_env)
         resumed_at = int(state["metrics"]["env_steps"]) if state is not None else None
-        path = collective.from_main(lambda: Path(run_dir or default_run_dir(env_name, recipe.label)))
+        path = collective.from_main(lambda: Path(spec.run_dir or default_run_dir(env_name, recipe.label)))
         if main:
-            run = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at, resume=resume or restarted)
-            run.write_config(
+            run_dir = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at, resume=spec.resume)
+            run_dir.write_config(
                 {
                     "algo": recipe.algo,
                     "scheme": recipe.scheme,
                     "env": env_name,
-                    "env_kwargs": env_kwargs,
-                    "total_env_steps": total_env_steps,
+                    "env_kwargs": dict(source.kwargs),
+                    "vectorization": source.vectorization(recipe.scheme_spec.double_buffered),
+                    "total_env_steps": spec.total_env_steps,
                     "env_frameskip": frameskip,
                     "num_envs": vec_env.num_envs,
                     "world_size": collective.world_size(),
                     "vecfast_version": _version(),
                     "config": cfg.to_dict(),
-                    **({"auto_tune": tuning.to_dict()} if tuning is not None else {}),
+                    **({"auto_tune": spec.tuning.to_dict()} if spec.tuning is not None else {}),
                 }
             )
         factory = recipe.scheme_spec.factory
-        if policy_mapping is not None:
-            factory = functools.partial(factory, policy_mapping=policy_mapping)
-        trainer = factory(vec_env, recipe.algorithm.factory, _for_rank(cfg, rank), total_env_steps)
+        if spec.policy_mapping is not None:
+            factory = functools.partial(factory, policy_mapping=spec.policy_mapping)
+        trainer = factory(vec_env, recipe.algorithm.factory, _for_rank(cfg, rank), spec.total_env_steps)
         if state is not None:
             trainer.load_state_dict(state)
         best = state.get("best_return", -np.inf) if state is not None else -np.inf
         step_timeout = RunStepTimeout(vec_env if owns_env else None, cfg.step_timeout)
         episodes_before = int(state["metrics"].get("episodes", 0)) if state is not None else 0
         loop = _TrainingLoop(
-            trainer, run, cfg, recipe, env_name, env_kwargs, vec_env, frameskip, best, step_timeout, episodes_before
-        )
-        stats = loop.run(total_env_steps, live, steps_at_start=resumed_at or 0)
+            trainer, run_dir, cfg, recipe, env_name, dict(source.kwargs), vec_env, frameskip, best, step_timeout,
+            episodes_before,
+        )  # fmt: skip
+        stats = loop.run(spec.total_env_steps, spec.live and main, steps_at_start=resumed_at or 0)
         return TrainResult(path, trainer.model.eval(), stats)
     finally:
         if trainer is not None:
             trainer.close()
-        if run is not None:
-            run.close()
+        if run_dir is not None:
+            run_dir.close()
         if owns_env:
             vec_env.close()
         restore_log()
@@ -424,39 +320,15 @@ def _for_rank(cfg: TrainConfig, rank: RankInfo | None) -> TrainConfig:
     return dataclasses.replace(cfg, seed=cfg.seed + rank.rank * cfg.num_envs)
 
 
-def _rank_env_kwargs(env: str | Callable[[], VectorEnv] | VectorEnv, rank: RankInfo | None) -> dict[str, Any]:
+def _rank_env_kwargs(source: EnvSource, rank: RankInfo | None) -> dict[str, Any]:
     """A rank's own share of the env's data where its batched env takes one (PointNav's ``scene_shard``): without
     it every rank would draw the same scenes."""
-    if rank is None or not isinstance(env, str):
+    if rank is None or source.id is None:
         return {}
-    entry = _find_spec(env).vector_entry_point
+    entry = _find_spec(source.id).vector_entry_point
     if entry is None or "scene_shard" not in inspect.signature(load_env_creator(entry)).parameters:
         return {}
     return {"scene_shard": (rank.rank, rank.world_size)}
-
-
-def _distributed_run_dir(env: str | Callable[[], VectorEnv] | VectorEnv, recipe: Recipe) -> Path | None:
-    """The default run directory of a launched run, the same in every rank and after the launcher's restarts:
-    named by the launcher's run id (torchrun's ``--rdzv-id``; ``--standalone`` draws one)."""
-    run_id = os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID")
-    if run_id is None or not isinstance(env, str):
-        return None  # rank 0 chooses one (a restart then starts a new run: pass run_dir to resume)
-    return default_run_dir(env, recipe.label, suffix=run_id)
-
-
-def _newest_state(run_dir: str | os.PathLike, required: bool) -> dict[str, Any] | None:
-    try:
-        return load_checkpoint(run_dir, "last")
-    except FileNotFoundError:
-        if required:
-            raise
-        return None  # restarted before the first checkpoint: start again
-
-
-def _check_same_recipe(state: dict[str, Any], recipe: Recipe, run_dir: str | os.PathLike) -> None:
-    saved = resolve(state["algo"], state.get("scheme"))  # runs saved before schemes were separate: "appo", "ppo"
-    if (saved.algo, saved.scheme) != (recipe.algo, recipe.scheme):
-        raise ValueError(f"{run_dir} was trained with algo={saved.label!r}, not {recipe.label!r}")
 
 
 class _TrainingLoop:
@@ -490,7 +362,9 @@ class _TrainingLoop:
         self.iterations = 0
         self.lags: list[tuple[float, float, float]] = []
 
-    def checkpoint(self, is_best: bool = False) -> Path | None:
+    def checkpoint(self, numbered: bool = True, is_best: bool = False) -> Path | None:
+        """Save the run's state as its numbered checkpoint and/or as ``best.pt``; the path written (the numbered
+        one if both)."""
         if self.run_dir is None:
             return None
         env = self.env
@@ -508,7 +382,7 @@ class _TrainingLoop:
             "metrics": plain_data(self.metrics),
             "best_return": float(self.best_return),  # so a resumed run keeps best.pt unless it does better
         }
-        return self.run_dir.save(state, best=is_best)
+        return self.run_dir.save(state, numbered=numbered, best=is_best)
 
     def improved(self) -> bool:
         """Whether the running mean return, over enough episodes to mean something, beats the best."""
@@ -576,9 +450,10 @@ class _TrainingLoop:
                     best = best and self.improved()
                     if best:
                         self.best_return, last_best = metrics["mean_episode_return"], now
-                    if best or now - last_save >= cfg.save_every_sec:
-                        self.checkpoint(is_best=best)
-                        last_save = now
+                    periodic = now - last_save >= cfg.save_every_sec
+                    if best or periodic:  # a best one is best.pt alone: the numbered ones are periodic, and the last
+                        self.checkpoint(numbered=periodic, is_best=best)
+                        last_save = now if periodic else last_save
                     out_of_time = cfg.train_for_seconds is not None and elapsed >= cfg.train_for_seconds
                     # every rank stops at the same iteration: one rank's signal or clock stops them all
                     stop_now = collective.all_max(torch.tensor([stop.requested, out_of_time], dtype=torch.float64))
@@ -587,6 +462,7 @@ class _TrainingLoop:
                         break
             except KeyboardInterrupt:
                 interrupted = True
+                stop.signal = stop.signal or "SIGINT"
             except Exception as error:
                 _save_after(error, self.final_checkpoint, progress)
                 raise
@@ -612,6 +488,7 @@ class _TrainingLoop:
             "learner_steps": self.metrics.get("learner_steps", 0),
             "time": time.perf_counter() - start,
             "interrupted": interrupted,
+            "stopped_by": stop.signal,
             "step_timeout": self.step_timeout.chosen,
         }
 

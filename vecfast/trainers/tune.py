@@ -27,8 +27,8 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig
-from vecfast.trainers.defaults import config_for
+from vecfast.trainers.config import AUTO, TUNED_KEYS
+from vecfast.trainers.defaults import ConfigLayers
 from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
 from vecfast.trainers.registry import resolve
 from vecfast.trainers.runtime import setup_torch
@@ -161,6 +161,7 @@ def tune(
     cores: int | None = None,
     *,
     env_kwargs: Mapping[str, Any] | None = None,
+    layers: ConfigLayers | None = None,
     **overrides: Any,
 ) -> Tuning:
     """Measure ``env_id`` and the policy ``algo`` would train on this machine; choose the sampling layout.
@@ -168,8 +169,9 @@ def tune(
     ``seconds``: how long env steps are timed, and acting (on the smallest and the largest
     batch the choice can give) as long again. ``cores``: default :func:`available_cores`.
     ``env_kwargs``: keyword arguments for ``gymnasium.make(env_id)``, as training will make it.
-    ``overrides``: :class:`TrainConfig` keys that shape the model or its device
-    (``num_workers``/``num_envs_per_worker`` are ignored: they are what is chosen).
+    ``overrides``: :class:`TrainConfig` keys that shape the model or its device, over ``layers`` (a run's config
+    layers, as :func:`vecfast.train` resolved them; ``num_workers``/``num_envs_per_worker`` are ignored: they are
+    what is chosen).
     Everything is validated before anything is measured.
     """
 
@@ -182,15 +184,15 @@ def tune(
     if not seconds > 0:
         raise ValueError(f"seconds must be > 0, got {seconds!r}")
     cores = available_cores() if cores is None else cores
-    model_overrides = {k: v for k, v in overrides.items() if k not in TUNED_KEYS}
-    TrainConfig.from_overrides(**{**recipe.defaults, **model_overrides})  # bad keys or values raise before measuring
+    model_layers = (layers or ConfigLayers(recipe, env_id)).with_user(**overrides).without(TUNED_KEYS)
+    model_layers.config()  # bad keys or values raise before measuring
     env = gym.make(env_id, **(env_kwargs or {}))
     try:
         t_env, env_steps = time_env_step(env, seconds)
         observation_space, action_space = env.observation_space, env.action_space
     finally:
         env.close()
-    cfg = config_for(observation_space, recipe, model_overrides, env_id)
+    cfg = model_layers.config(observation_space)
     device = setup_torch(cfg)
     model = ActorCritic(observation_space, action_space, cfg).to(device).requires_grad_(False)
     workers = min(cores, MAX_WORKERS)

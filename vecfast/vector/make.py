@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +15,25 @@ from gymnasium.vector import VectorEnv
 from vecfast.vector.async_shared_mem import AsyncSharedMemVectorEnv
 
 SHARED_MEMORY_MODE = "shared_memory"
+# Namespaces whose ids a package registers when it is imported (gymnasium 1.x loads no plugins): the package, and
+# what installs it.
+ENV_PROVIDERS = {"ALE": ("ale_py", "ale-py")}
+
+
+def import_env_provider(id: str) -> None:
+    """Import the package that registers ``id``'s namespace, if it is one of :data:`ENV_PROVIDERS` and not
+    registered yet, so that ``"ALE/Pong-v5"`` works as ``"ale_py:ALE/Pong-v5"`` does; an ImportError says what
+    to install. (``"module:Id"`` imports its module in gymnasium's own lookup.)"""
+    namespace = id.rpartition(":")[2].partition("/")[0] if "/" in id else None
+    if namespace not in ENV_PROVIDERS or any(spec.namespace == namespace for spec in gymnasium.registry.values()):
+        return
+    module, package = ENV_PROVIDERS[namespace]
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"env id {id!r}: the {namespace} namespace comes with {package}: pip install {package}"
+        ) from exc
 
 
 def make_vec(
@@ -35,6 +55,7 @@ def make_vec(
     if isinstance(id, EnvSpec):
         env_spec = id
     elif isinstance(id, str):
+        import_env_provider(id)
         env_spec = _find_spec(id)  # as gymnasium.make_vec: "module:EnvId" imports the module first
     else:
         raise gymnasium.error.Error(f"Invalid id type: {type(id)}. Expected `str` or `EnvSpec`")

@@ -1,0 +1,158 @@
+"""What a run's env is made from, and the one rule that makes it: ``train``, ``evaluate``, ``enjoy`` and ``tune``
+build the same env from the same source.
+
+A source is a gymnasium id (``"CartPole-v1"``, ``"module:Id"``, or a namespace whose package registers it on
+import, such as ale-py's ``"ALE/Pong-v5"``) with its keyword arguments (plain data, kept in the run), a PettingZoo
+env (a module such as ``pettingzoo.classic.connect_four_v3``, given as the module or its dotted name, an env, or
+a function making one), a function returning a VectorEnv, or a VectorEnv.
+
+An id is vectorised one of two ways, and a run records which (``config.json``'s ``vectorization``), so that
+what evaluates or exports it sees the observations it trained on:
+
+- ``"vector_entry_point"``: the id's own batched simulator (PointNav's renderer, ale-py's preprocessed
+  ``AtariVectorEnv``), where it has one and the scheme steps every env at once;
+- ``"shared_memory"``: an :class:`~vecfast.vector.AsyncSharedMemVectorEnv` of single envs, which a
+  double-buffered scheme needs for ``send``/``recv`` and which every env renders through.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+from gymnasium.envs.registration import _find_spec  # make_vec's own id lookup
+from gymnasium.vector import VectorEnv
+
+from vecfast.vector.make import SHARED_MEMORY_MODE, import_env_provider, make_vec
+
+VECTOR_ENTRY_POINT = "vector_entry_point"
+VECTORIZATIONS = (VECTOR_ENTRY_POINT, SHARED_MEMORY_MODE)
+PETTINGZOO_FACTORIES = ("vector_env", "parallel_env", "env")  # what makes a module a PettingZoo env's
+
+
+def is_env_id(name: str) -> bool:
+    """Whether gymnasium knows ``name`` as an env id (importing ``module:`` or a namespace's provider first)."""
+    try:
+        import_env_provider(name)
+        _find_spec(name)
+    except (gymnasium.error.Error, ImportError):
+        return False
+    return True
+
+
+def pettingzoo_module(name: str) -> types.ModuleType | None:
+    """The module ``name`` (dotted) if it imports and makes PettingZoo envs, else None."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None
+    return module if any(callable(getattr(module, f, None)) for f in PETTINGZOO_FACTORIES) else None
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """A run's env as given (``env``) and, for an id, its keyword arguments (plain data)."""
+
+    env: Any
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, env: Any, kwargs: Mapping[str, Any] | None = None) -> EnvSource:
+        """``env`` as a source; a string that is no env id but a PettingZoo module's dotted name is that module."""
+        if isinstance(env, str) and not is_env_id(env):
+            module = pettingzoo_module(env)
+            if module is not None:
+                env = module
+        if kwargs and not isinstance(env, str):
+            raise TypeError("env_kwargs are for an env id, which vecfast makes; a given env is made already")
+        return cls(env, dict(kwargs or {}))
+
+    @property
+    def id(self) -> str | None:
+        """The gymnasium id, if the source is one."""
+        return self.env if isinstance(self.env, str) else None
+
+    @property
+    def is_vector_env(self) -> bool:
+        return isinstance(self.env, VectorEnv)
+
+    def vectorization(self, double_buffered: bool) -> str | None:
+        """How an id is vectorised for a scheme (see the module docstring); None for other sources."""
+        if self.id is None:
+            return None
+        if not double_buffered and _find_spec(self.id).vector_entry_point is not None:
+            return VECTOR_ENTRY_POINT  # a batched simulator beats any process pool
+        return SHARED_MEMORY_MODE
+
+    def build(
+        self,
+        num_envs: int,
+        vectorization: str | None = None,
+        *,
+        num_workers: int | None = None,
+        batch_size: int | None = None,
+        start_timeout: float | None = None,
+        render_mode: str | None = None,
+        extra_kwargs: Mapping[str, Any] | None = None,
+    ) -> VectorEnv:
+        """The vector env of ``num_envs`` envs (a given VectorEnv as it is).
+
+        For an id: ``vectorization`` (default: the id's batched simulator where it has one) and, for
+        ``"shared_memory"``, ``num_workers``, ``batch_size`` (double buffering) and ``start_timeout``;
+        ``render_mode`` renders single envs (shared memory), as batched simulators may not render;
+        ``extra_kwargs`` go to the env besides the source's own (a rank's share of PointNav's scenes).
+        A PettingZoo source makes ``num_envs`` matches.
+        """
+        if isinstance(self.env, VectorEnv):
+            return self.env
+        if self.id is None:
+            made = self.env() if callable(self.env) and not isinstance(self.env, types.ModuleType) else None
+            if isinstance(made, VectorEnv):
+                return made
+            from vecfast.multiagent.from_pettingzoo import vector_env_from  # the pettingzoo extra
+
+            return vector_env_from(self.env, num_envs, num_workers, made)  # one match per env
+        kwargs = {**self.kwargs, **(extra_kwargs or {})}
+        vectorization = vectorization or self.vectorization(double_buffered=False)
+        if vectorization not in VECTORIZATIONS:
+            raise ValueError(f"vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}")
+        if vectorization == VECTOR_ENTRY_POINT and render_mode is None:
+            return make_vec(self.id, num_envs=num_envs, vectorization_mode=VECTOR_ENTRY_POINT, **kwargs)
+        vector_kwargs: dict[str, Any] = {"start_timeout": start_timeout}
+        if num_workers is not None:
+            vector_kwargs["num_workers"] = num_workers
+        if batch_size is not None:
+            vector_kwargs["batch_size"] = batch_size
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        return make_vec(
+            self.id, num_envs=num_envs, vectorization_mode=SHARED_MEMORY_MODE, vector_kwargs=vector_kwargs, **kwargs
+        )
+
+    def name(self, built: VectorEnv) -> str:
+        """What the run calls its env: the id, a PettingZoo module's dotted name, else the built env's spec or class."""
+        if self.id is not None:
+            return self.id
+        if isinstance(self.env, types.ModuleType):
+            return self.env.__name__
+        spec = getattr(built.unwrapped, "spec", None) or getattr(built, "spec", None)
+        return spec.id if spec is not None else type(built.unwrapped).__name__
+
+
+def source_of_run(env: str, kwargs: Mapping[str, Any], given: Any = None) -> EnvSource:
+    """The source a run directory's ``config.json`` names (its ``env`` and ``env_kwargs``), or ``given`` instead.
+
+    A run of an env object or factory names no source that can be made again: a ValueError asks for ``given``."""
+    if given is not None:
+        return EnvSource.of(given, kwargs if isinstance(given, str) and given == env else None)
+    source = EnvSource.of(env, kwargs)
+    if source.id is None and not isinstance(source.env, types.ModuleType):
+        raise ValueError(
+            f"the run was trained on {env!r}, which is neither a registered gymnasium id nor a PettingZoo module "
+            "(the run got an env object or factory): pass env= the env it was trained on"
+        )
+    return source
