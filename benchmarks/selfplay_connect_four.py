@@ -15,11 +15,21 @@ at once that it took, and of the opponent's threats it blocked) is appended to `
 measured. Points already in the file are not played again, and ``--resume`` trains a seed's run on for
 ``--minutes`` more, so a curve grows in chunks across sessions. The target (issue 25): win rate >= 0.9 against
 the initial policy and >= 0.5 against the one-ply bot within 30 minutes, on 3 seeds.
+
+``--against one_ply`` is the baseline self-play must beat (issue 35): the same model and APPO settings trained
+directly against the fixed one-ply bot (:class:`vecfast.selfplay.against_bot.AgainstBotEnv`, 16 envs in 2
+workers as self-play's 16 matches), no self-play. If it climbs where self-play stays flat, the self-play plan
+limits learning (whom it plays, the steps it learns from, the bootstrap across the opponent's moves); if not, the
+learner or the model does.
+
+    python benchmarks/selfplay_connect_four.py --against one_ply --minutes 30 --seeds 0 --runs runs/c4_vs_bot \
+        --csv benchmarks/results/selfplay_connect_four_vs_bot.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +42,9 @@ from pettingzoo.classic import connect_four_v3
 from result_rows import append_row, checkpoints_to_measure, rows_of
 from train_appo import parse_overrides
 
+from vecfast import AsyncSharedMemVectorEnv
 from vecfast.selfplay import one_ply_connect_four
+from vecfast.selfplay.against_bot import AgainstBotEnv
 from vecfast.selfplay.bots import TacticsCount, count_connect_four_tactics
 from vecfast.selfplay.matches import play_games
 from vecfast.trainers import evaluate, load_policy, train
@@ -60,6 +72,15 @@ COLUMNS = (
     + [f"{outcome}_vs_{name}" for name in OPPONENTS for outcome in ("win", "draw", "loss")]
     + [f"{column}{suffix}" for suffix in TACTICS for column in ("wins_taken", "blocks_made")]
 )
+
+
+def against_one_ply(num_envs: int = 16, num_workers: int = 2) -> AsyncSharedMemVectorEnv:
+    """Connect four against the one-ply bot, double-buffered as APPO samples self-play's matches."""
+    make = functools.partial(AgainstBotEnv, connect_four_v3.env, one_ply_connect_four)
+    return AsyncSharedMemVectorEnv([make] * num_envs, num_workers=num_workers, batch_size=num_envs // 2)
+
+
+TRAINED_AGAINST = {"self": connect_four_v3, "one_ply": against_one_ply}
 
 
 def tactics(path: Path, seed: int, games: int, argmax: bool) -> TacticsCount:
@@ -123,12 +144,18 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="train each seed's run on for --minutes more")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--csv", type=Path, default=CSV, help="the curve's file, one row appended per point")
+    parser.add_argument(
+        "--against",
+        choices=sorted(TRAINED_AGAINST),
+        default="self",
+        help="train by self-play (default) or directly against the one-ply bot (the baseline self-play must beat)",
+    )
     args = parser.parse_args()
     for seed in args.seeds:
         run_dir = args.runs / f"seed{seed}"
         if args.minutes > 0:
             result = train(
-                connect_four_v3,
+                TRAINED_AGAINST[args.against],
                 total_env_steps=10**10,
                 run_dir=run_dir,
                 resume=args.resume,
