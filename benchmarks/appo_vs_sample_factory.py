@@ -27,7 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from result_rows import append_row
+from common import append_row
 from train_appo import ENV_ID, SETTINGS
 
 from vecfast.trainers import train

@@ -39,8 +39,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from result_rows import steady_fps
-from train_appo import parse_overrides
+from common import parse_overrides, steady_fps
 
 import vecfast  # noqa: F401  (registers vecfast's env ids)
 from vecfast.trainers import train

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from result_rows import append_row, steady_fps, steady_share
+from common import append_row, steady_fps, steady_share
 
 import vecfast
 from vecfast.multiagent import doom_duel_v0

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from train_appo import parse_overrides  # --set key=value, as train_appo.py takes them (same folder)
+from common import parse_overrides, parse_seeds
 
 import vecfast  # noqa: F401  (registers the vecfast/ ids)
 from vecfast.trainers import train
@@ -75,15 +75,6 @@ def write_curve(records: list[dict[str, Any]], config: Path, out: Path) -> None:
     shutil.copyfile(config, out / "config.json")
     rows = [{k: _compact(m[k]) for k in CURVE_KEYS if k in m} for m in records if "mean_episode_return" in m]
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in thin(rows)))
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"0-9"``, ``"0,3,5"`` or a mix: ``"0-2,7"``."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        lo, dash, hi = part.strip().partition("-")
-        seeds.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
-    return seeds
 
 
 def frame_skip(env_id: str) -> int:

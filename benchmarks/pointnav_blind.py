@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import parse_overrides
 from gymnasium.wrappers.vector import FilterObservation
 
 import vecfast
@@ -95,9 +96,8 @@ def main() -> None:
     p.add_argument("--csv", type=Path, help="append each seed's row here")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides (Python literals)")
     args = p.parse_args()
-    from vecfast.cli import env_kwarg  # KEY=VALUE as Python literals, as --env-kwarg reads them
 
-    args.overrides = dict(env_kwarg(item) for item in args.set)
+    args.overrides = parse_overrides(args.set)
     seeds = [s for part in args.seeds.split(",") for s in _range(part)]
     with tempfile.TemporaryDirectory(prefix="vecfast-open-scenes-") as tmp:
         scenes = open_scenes(Path(tmp), args.num_train_scenes, 16) if args.scenes == "open" else None

@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from result_rows import append_row, rows_of
-from train_appo import parse_overrides
+from common import append_row, parse_overrides, rows_of
 
 from vecfast.trainers import ActorCritic, TrainConfig, evaluate, train
 from vecfast.trainers.plot import training_seconds

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vecfast.cli import env_kwarg
+from common import parse_overrides
+
 from vecfast.trainers import evaluate
 
 ENV_ID = "vecfast/PointNav-v0"
@@ -65,7 +66,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("runs/pointnav_optimizers"), help="the runs' directories")
     p.add_argument("--csv", type=Path, default=Path("benchmarks/results/pointnav_optimizers.csv"))
     args = p.parse_args()
-    common = dict(env_kwarg(item) for item in args.set)
+    common = parse_overrides(args.set)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     runs = {name: args.out / f"{stamp}_{name}_seed{args.seed}" for name in args.only}
     procs = [subprocess.Popen(train_command(run, args.minutes * 60, args.seed, {**SETTINGS[name], **common}),

@@ -37,10 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from learning_seeds import parse_seeds
+from common import append_row, checkpoints_to_measure, parse_overrides, parse_seeds, rows_of
 from pettingzoo.classic import connect_four_v3
-from result_rows import append_row, checkpoints_to_measure, rows_of
-from train_appo import parse_overrides
 
 from vecfast import AsyncSharedMemVectorEnv
 from vecfast.selfplay import one_ply_connect_four

@@ -21,8 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from result_rows import append_row, checkpoints_to_measure, rows_of
-from train_appo import parse_overrides
+from common import append_row, checkpoints_to_measure, parse_overrides, rows_of
 
 from vecfast.multiagent import doom_duel_v0
 from vecfast.trainers import ActorCritic, EvalResult, evaluate, load_policy, train

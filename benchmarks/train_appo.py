@@ -17,13 +17,13 @@ Frames count the env's frame skip (4), as Sample Factory's reported FPS does.
 from __future__ import annotations
 
 import argparse
-import ast
 import itertools
 import json
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from common import parse_overrides
 
 import vecfast  # noqa: F401  (registers the Doom ids)
 from vecfast.bench import recv_send_stepper, run_for
@@ -47,17 +47,6 @@ def pure_simulation(seconds: float, num_workers: int, num_envs: int) -> tuple[fl
         return steps / elapsed, frameskip
     finally:
         env.close()
-
-
-def parse_overrides(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
 
 
 def main() -> None:

@@ -1,4 +1,6 @@
-"""Result files that grow across sessions: one CSV row appended per point as soon as it is measured."""
+"""What several benchmark scripts share: their command-line values (``--set KEY=VALUE`` read by the CLI's own
+``--env-kwarg`` rule, ``--seeds 0-2,7``) and result files that grow across sessions, one CSV row appended per
+point as soon as it is measured."""
 
 from __future__ import annotations
 
@@ -8,8 +10,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vecfast.cli import env_kwarg
 from vecfast.trainers.plot import training_seconds
 from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE ...`` as config overrides: each VALUE a Python literal, else a string, as ``vecfast train``'s
+    ``--env-kwarg`` reads them."""
+    return dict(env_kwarg(item) for item in items)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-9"``, ``"0,3,5"`` or a mix: ``"0-2,7"``."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        seeds.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    return seeds
 
 
 def append_row(csv_path: Path, columns: list[str], row: dict[str, Any]) -> None:
