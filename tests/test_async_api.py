@@ -201,7 +201,7 @@ def test_send_rejects_bad_env_ids_and_actions(make_async):
     vec.async_reset(seed=0)
     ids = vec.recv()[4]["env_id"]
     for bad in ([], [0, 0], [4], [-1], [[0, 1]], [0.5, 1.0]):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="env_ids must be"):
             vec.send(np.ones(max(len(np.ravel(bad)), 1), np.int64), bad)
     with pytest.raises(InvalidActionError):
         vec.send(np.array([0, 1]), ids)  # Discrete(4, start=1): 0 is out of range

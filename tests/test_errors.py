@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import multiprocessing.util
+import re
 import time
 
 import numpy as np
@@ -338,12 +339,13 @@ def test_any_call_after_close_raises_closed_environment_error(make_async, name):
     ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()),
 )
 def test_bad_constructor_arguments_raise_value_error(process_guard, kwargs):
-    with pytest.raises(ValueError):
+    ((name, value),) = kwargs.items()
+    with pytest.raises(ValueError, match=rf"^{name} must be .*, got {re.escape(str(value))}$"):
         AsyncSharedMemVectorEnv(env_fns(3), **kwargs)
     assert process_guard.new_descendants() == []  # rejected before any worker started
 
 
 def test_no_env_fns_raises_value_error(process_guard):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="env_fns is empty"):
         AsyncSharedMemVectorEnv([])
     assert process_guard.new_descendants() == []

@@ -200,7 +200,7 @@ def test_step_timeout_names_the_hanging_env(make_async, api):
     assert "env 4" in str(caught.value) and "worker 1" in str(caught.value)
     assert isinstance(caught.value, TimeoutError)
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="this vector env cannot continue"):
         vec.step(ACTIONS)  # refused at once, rather than waiting on the hung env again
     start = time.monotonic()
     vec.close()
@@ -256,7 +256,7 @@ def test_a_worker_stopped_before_sending_its_results_is_caught(make_async):
     assert timeout <= elapsed < timeout + LIVENESS_BOUND_S
     message = str(caught.value)
     assert "worker 1" in message and "env 1" in message and "stopped" in message
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="this vector env cannot continue"):
         vec.step(np.zeros(2, np.int64))  # refused at once, rather than reading the pipe again
     vec.close()
 

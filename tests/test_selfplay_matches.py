@@ -241,6 +241,10 @@ def test_a_run_plays_the_initial_model_and_a_checkpoint(run_dir: Path) -> None:
     assert itself.episodes == 10 and itself.win_rate + itself.draw_rate + itself.loss_rate == pytest.approx(1.0)
 
 
-def test_a_run_of_a_module_needs_env(run_dir: Path) -> None:
-    with pytest.raises(ValueError, match="env="):
-        vecfast.evaluate(run_dir, opponent="random", episodes=2)
+def test_a_run_of_a_module_plays_its_own_game_without_env(run_dir: Path) -> None:
+    """Old behaviour: a run of a module needed env= (its config.json named only the module's short name)."""
+    assert vecfast.evaluate(run_dir, opponent="random", episodes=4, seed=1) == vecfast.evaluate(
+        run_dir, env=connect_four_v3, opponent="random", episodes=4, seed=1
+    )
+    with pytest.raises(ValueError, match="games against an opponent need env="):
+        vecfast.evaluate(vecfast.load_policy(run_dir), opponent="random", episodes=2)

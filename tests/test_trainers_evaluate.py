@@ -342,3 +342,14 @@ def test_evaluate_builds_the_env_a_run_trained_on_whichever_scheme_chose_it(tmp_
         finally:
             env.close()
         assert len(evaluate(run_dir, episodes=2).returns) == 2
+
+
+def test_an_atari_run_evaluates_on_the_frames_it_trained_on(tmp_path: Path) -> None:
+    """The issue's case: APPO trained ``ALE/Pong-v5`` on single envs' (210, 160, 3) frames, while ale-py's batched
+    AtariVectorEnv gives (4, 84, 84) stacks; evaluate built the latter and could not run the policy."""
+    pytest.importorskip("ale_py")
+    run_dir = tmp_path / "pong"
+    train("ALE/Pong-v5", algo="appo", total_env_steps=64, run_dir=run_dir, num_workers=1, num_envs_per_worker=2,
+          rollout=16, batch_size=32, rnn_size=32, encoder_conv_mlp_layers=(32,))  # fmt: skip
+    result = evaluate(run_dir, episodes=2, max_steps=20)
+    assert result.lengths == (20, 20)
