@@ -4,8 +4,12 @@ point as soon as it is measured."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,21 @@ from typing import Any
 from vecfast.cli import env_kwarg
 from vecfast.trainers.plot import training_seconds
 from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def worktree(revision: str) -> Iterator[Path]:
+    """A temporary checkout of ``revision`` (``git worktree``), removed afterwards: an earlier commit's code to run
+    beside this checkout's (in a fresh interpreter whose working directory, and first path entry, it is)."""
+    with tempfile.TemporaryDirectory(prefix="vecfast-worktree-") as tmp:
+        path = Path(tmp) / revision
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), revision], check=True)
+        try:
+            yield path
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)], check=True)
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

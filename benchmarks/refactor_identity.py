@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from common import REPO, worktree
 
-REPO = Path(__file__).resolve().parents[1]
 BASELINE = "c28a90c"  # the commit before the trainers' rebuild (issue 35)
 
 TRAIN = """
@@ -80,15 +80,9 @@ def main() -> int:
     parser.add_argument("--env-steps", type=int, default=8192)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="vecfast-identity-") as tmp:
-        tmp_path = Path(tmp)
-        worktree = tmp_path / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), args.against], check=True)
-        try:
-            theirs = learned_state(train_with(worktree, tmp_path / "run_baseline", args))
-            ours = learned_state(train_with(REPO, tmp_path / "run_here", args))
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], check=True)
+    with tempfile.TemporaryDirectory(prefix="vecfast-identity-") as tmp, worktree(args.against) as baseline:
+        theirs = learned_state(train_with(baseline, Path(tmp) / "run_baseline", args))
+        ours = learned_state(train_with(REPO, Path(tmp) / "run_here", args))
     diff = differences(ours, theirs)
     print(f"{args.algo} on {args.env}, seed {args.seed}, {args.env_steps} env steps: {len(ours)} entries compared "
           f"with {args.against}; {len(diff)} differ")  # fmt: skip

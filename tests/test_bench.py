@@ -12,6 +12,8 @@ import pytest
 
 from vecfast.bench import run_for
 
+pytestmark = pytest.mark.slow  # every benchmark backend, measured
+
 
 def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -25,7 +25,7 @@ from pettingzoo.test import api_test, parallel_api_test
 
 from vecfast.multiagent import doom_deathmatch_v0, doom_duel_v0, doom_vector
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # Doom matches over the network: slow
 
 SHORT = 0.05  # minutes: 105 tics, 52 steps at frame skip 2
 NOOP = np.array([0, 0, 0, 0, 0, 0, 10])

@@ -12,6 +12,8 @@ import pytest
 import torch
 from pettingzoo.classic import connect_four_v3
 
+pytestmark = pytest.mark.slow  # the examples, trained end to end
+
 REPO_DIR = Path(__file__).resolve().parent.parent
 CLEANRL_PPO = REPO_DIR / "examples" / "cleanrl_ppo.py"
 EPISODE_LINE = re.compile(r"^global_step=\d+, episodic_return=[\d.]+, episodic_length=\d+$", re.MULTILINE)

@@ -17,6 +17,8 @@ from vecfast.envs.nav.scenes import SPLIT_SEEDS, make_scenes
 from vecfast.trainers import ActorCritic, TrainConfig
 from vecfast.trainers.run_dir import load_checkpoint
 
+pytestmark = pytest.mark.slow  # an agent trained to reach goals
+
 GOAL = "pointgoal_with_gps_compass"
 BLIND = {"polar_inputs": (GOAL,), "unnormalized_inputs": (GOAL,), "optimizer": "adam", "use_rnn": False}
 

@@ -19,6 +19,8 @@ from vecfast.chatter import LOG_VAR, VERBOSE_VAR
 from vecfast.network_isolation import NetworkIsolationError, PrivateNetwork
 from vecfast.trainers.launch import init_process_group, launch_local, leave_process_group, rank_from_environment
 
+pytestmark = pytest.mark.slow  # whole commands and a local launch
+
 needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="needs vizdoom")
 CHATTER = ("Waiting for players", "Contacting host", "Found player_", "Total players", "Received All Here")
 

@@ -46,6 +46,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+pytestmark = pytest.mark.slow  # every README block, as pasted
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 MAX_SKIPPED = 2

@@ -244,6 +244,7 @@ CARTPOLE_PPO = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_ppo_learns_cartpole(closing):
     venv = closing(make_vec_env("CartPole-v1", n_envs=8, seed=0))

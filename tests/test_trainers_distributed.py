@@ -30,6 +30,8 @@ from vecfast.trainers.run_dir import load_checkpoint
 from vecfast.trainers.schemes.distributed import DistributedTrainer
 from vecfast.trainers.tune import available_cores
 
+pytestmark = pytest.mark.slow  # ranks launched by torchrun and vecfast
+
 SMALL = {
     "num_workers": 1,
     "num_envs_per_worker": 4,

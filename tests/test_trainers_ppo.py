@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.ppo import PPO
@@ -39,11 +40,13 @@ def learn_cartpole(make_async: Callable, budget: int, **overrides: object) -> tu
     raise AssertionError("unreachable")
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole(make_async: Callable) -> None:
     best, steps = learn_cartpole(make_async, budget=80_000)
     assert best >= 195, f"mean return over 100 episodes reached only {best:.1f} in {steps} steps"
 
 
+@pytest.mark.slow
 def test_ppo_with_gru_core_learns_cartpole(make_async: Callable) -> None:
     best, steps = learn_cartpole(make_async, budget=60_000, use_rnn=True, rnn_size=64)
     assert best >= 195, f"mean return over 100 episodes reached only {best:.1f} in {steps} steps"

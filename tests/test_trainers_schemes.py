@@ -126,6 +126,7 @@ def run_a2c(*args: str, timeout: float) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_users_a2c_learns_under_the_sync_scheme_and_runs_distributed(tmp_path):
     """examples/a2c.py registers A2C from outside vecfast; the same class learns CartPole under the sync

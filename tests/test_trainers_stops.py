@@ -23,6 +23,8 @@ from vecfast.trainers.run_dir import load_checkpoint
 from vecfast.trainers.step_timeout import FLOOR_SECONDS
 from vecfast.vector import EnvError, StepTimeoutError, WorkerDiedError
 
+pytestmark = pytest.mark.slow  # runs stopped by signals, pipes and timeouts
+
 SMALL = {"rollout": 16, "batch_size": 64, "save_every_sec": 1e9}
 STALL_TIMEOUT = 2.0
 
