@@ -45,17 +45,18 @@ def hyperparameters_of(cfg: TrainConfig) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class PBTConfig:
-    """The knobs of :class:`PBTController`, with Sample Factory's defaults (its ``pbt_*`` options)."""
+    """The knobs of :class:`PBTController`, with Sample Factory's defaults (its ``pbt_*`` options), which are
+    :class:`TrainConfig`'s (one source)."""
 
-    period_env_steps: int = 5_000_000
-    start_after_env_steps: int = 20_000_000
-    replace_fraction: float = 0.3
-    replace_gap: float = 0.1
-    replace_gap_absolute: float = 1e-6
-    mutation_rate: float = 0.15
-    perturb_min: float = 1.1
-    perturb_max: float = 1.5
-    mutate_gamma: bool = False
+    period_env_steps: int = TrainConfig.pbt_period_env_steps
+    start_after_env_steps: int = TrainConfig.pbt_start_mutation
+    replace_fraction: float = TrainConfig.pbt_replace_fraction
+    replace_gap: float = TrainConfig.pbt_replace_reward_gap
+    replace_gap_absolute: float = TrainConfig.pbt_replace_reward_gap_absolute
+    mutation_rate: float = TrainConfig.pbt_mutation_rate
+    perturb_min: float = TrainConfig.pbt_perturb_min
+    perturb_max: float = TrainConfig.pbt_perturb_max
+    mutate_gamma: bool = TrainConfig.pbt_optimize_gamma
 
     @classmethod
     def of(cls, cfg: TrainConfig) -> PBTConfig:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vecfast.cli import CommandError, add_env_kwarg_option, check_env_id
-from vecfast.trainers.config import AUTO, TUNED_KEYS, TrainConfig, field_docs
+from vecfast.trainers.config import AUTO, CONFIG_GROUPS, TUNED_KEYS, TrainConfig, field_docs
 
 # Only the handlers import torch (through train, tune, enjoy, the registry): `--help` stays fast.
 DEFAULT_ALGO = "appo"
@@ -134,18 +134,20 @@ def _add_config_options(
         "(vecfast.trainers.defaults.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's num_epochs, "
         "...); `vecfast train ENV --help` shows those of ENV"
     )
-    group = parser.add_argument_group(
-        "config", f"TrainConfig keys, {shown}; a resumed run keeps its config. 'none' sets an optional key to None."
+    parser.add_argument_group(
+        "config",
+        f"TrainConfig keys by concern, {shown}; a resumed run keeps its config. 'none' sets an optional key to None.",
     )
     values = defaults.values if defaults is not None else {}
-    for field in dataclasses.fields(TrainConfig):
-        if field.name in exclude:
-            continue
-        names = [f"--{field.name}"] + ([f"--{field.name.replace('_', '-')}"] if "_" in field.name else [])
-        default = values.get(field.name, field.default)
-        text = f"{docs.get(field.name, '')} (default: {_shown(default)})".replace("%", "%%")
-        kwargs = _value_kwargs(field.name, hints[field.name])
-        group.add_argument(*names, dest=field.name, default=argparse.SUPPRESS, help=text, **kwargs)
+    fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
+    for concern, keys in CONFIG_GROUPS.items():
+        group = parser.add_argument_group(f"config: {concern}")
+        for field in (fields[key] for key in keys if key not in exclude):
+            names = [f"--{field.name}"] + ([f"--{field.name.replace('_', '-')}"] if "_" in field.name else [])
+            default = values.get(field.name, field.default)
+            text = f"{docs.get(field.name, '')} (default: {_shown(default)})".replace("%", "%%")
+            kwargs = _value_kwargs(field.name, hints[field.name])
+            group.add_argument(*names, dest=field.name, default=argparse.SUPPRESS, help=text, **kwargs)
 
 
 def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:

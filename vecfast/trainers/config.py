@@ -299,6 +299,78 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+# The config's keys by concern, in the order `vecfast train --help` lists them: every field in exactly one group.
+CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
+    "sampling": ("num_workers", "num_envs_per_worker", "rollout"),
+    "PPO": (
+        "batch_size",
+        "num_epochs",
+        "num_batches_per_epoch",
+        "learning_rate",
+        "lr_schedule",
+        "lr_scaling",
+        "lr_warmup_updates",
+        "optimizer",
+        "adam_eps",
+        "adam_beta1",
+        "adam_beta2",
+        "weight_decay",
+        "max_grad_norm",
+        "gamma",
+        "gae_lambda",
+        "ppo_clip_ratio",
+        "ppo_clip_value",
+        "value_loss_coeff",
+        "exploration_loss_coeff",
+        "normalize_advantage",
+    ),
+    "asynchronous (APPO)": ("with_vtrace",),
+    "distributed (DD-PPO)": ("sync_frac", "min_rollout_fraction"),
+    "self-play": ("opponent_seats", "latest_opponent_probability", "snapshot_every_updates", "snapshot_win_rate"),
+    "population and PBT": (
+        "num_policies",
+        "policies_to_train",
+        "resample_policy_every_episodes",
+        "with_pbt",
+        "pbt_period_env_steps",
+        "pbt_start_mutation",
+        "pbt_replace_fraction",
+        "pbt_mutation_rate",
+        "pbt_replace_reward_gap",
+        "pbt_replace_reward_gap_absolute",
+        "pbt_perturb_min",
+        "pbt_perturb_max",
+        "pbt_optimize_gamma",
+    ),
+    "model": (
+        "use_rnn",
+        "rnn_size",
+        "encoder_conv_architecture",
+        "encoder_base_channels",
+        "encoder_conv_mlp_layers",
+        "encoder_mlp_layers",
+        "prev_action_embedding",
+        "nonlinearity",
+        "encoder_bf16",
+        "normalize_input",
+        "unnormalized_inputs",
+        "polar_inputs",
+        "normalize_returns",
+    ),
+    "system": (
+        "device",
+        "torch_threads",
+        "seed",
+        "train_for_seconds",
+        "env_frameskip",
+        "step_timeout",
+        "env_start_timeout",
+        "print_every_sec",
+    ),
+    "run directory": ("save_every_sec", "save_best_every_sec", "keep_checkpoints", "stats_avg"),
+}
+
+
 def check_keys(keys: Iterable[str], valid_arguments: Iterable[str] = ()) -> None:
     """A TypeError for keys that are neither config keys nor ``valid_arguments``, naming the closest valid ones."""
     valid = [*(f.name for f in dataclasses.fields(TrainConfig)), *valid_arguments]
