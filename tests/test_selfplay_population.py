@@ -159,9 +159,9 @@ def test_pbt_mutates_and_replaces_and_a_checkpoint_restores_the_whole_population
     trainer = AsyncTrainer(env, PPO, cfg, total_env_steps=10**9)
     try:
         _run(trainer, 20)
-        state = copy.deepcopy(trainer.state_dict())
     finally:
-        trainer.close()
+        trainer.close()  # before the state is taken: the policy worker rates games until it stops
+    state = copy.deepcopy(trainer.state_dict())
     population = trainer.population
     assert population.pbt_decisions, "no PBT step was due"
     assert any(d.mutated for d in population.pbt_decisions)

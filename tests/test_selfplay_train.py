@@ -54,3 +54,12 @@ def test_a_module_a_function_or_an_env_make_matches_of_agent_slots(source: objec
 def test_a_function_that_makes_neither_kind_of_env_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="expected a gymnasium VectorEnv or a PettingZoo"):
         vecfast.train(lambda: gym.make("CartPole-v1"), total_env_steps=100, run_dir=tmp_path / "run", **SMALL)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "ddppo"])
+def test_a_turn_based_game_under_a_scheme_that_steps_every_slot_is_an_error(tmp_path: Path, algo: str) -> None:
+    """Old behaviour: sync PPO trained one policy on every slot's rows, the rows of slots waiting for their turn
+    (their actions ignored) included."""
+    kwargs = {"num_processes": 1} if algo == "ddppo" else {}
+    with pytest.raises(ValueError, match="a turn-based game .* act in turns: train it with algo='appo'"):
+        vecfast.train(connect_four_v3, algo=algo, total_env_steps=100, run_dir=tmp_path / "run", **SMALL, **kwargs)

@@ -15,6 +15,13 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def slot_layout_of(env: Any) -> SlotLayout | None:
+    """The layout a vector env of matches declares as its ``slots`` (through wrappers), or None for a vector env of
+    single-agent envs: how a trainer tells the two apart (and a match of at least two agents from one agent)."""
+    layout = getattr(getattr(env, "unwrapped", env), "slots", None)
+    return layout if isinstance(layout, SlotLayout) else None
+
+
 class SlotLayout:
     """Slot ``m * num_agents + a`` holds agent ``possible_agents[a]`` of match ``m``.
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import VectorEnv
 
+from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.snapshot_pool import SnapshotPool
 from vecfast.trainers.config import TrainConfig
@@ -154,10 +155,10 @@ class League:
 
 
 def league_for(env: VectorEnv, acting: ActorCritic, learner: ActorCritic, cfg: TrainConfig) -> League | None:
-    """The league a trainer runs on ``env``: for a vector env of agent slots (``num_agents`` >= 2 per match)
-    with ``cfg.opponent_seats`` > 0, the learner against itself and its snapshots (kept in memory); else None."""
-    num_agents = getattr(env.unwrapped, "num_agents", 1)
-    if num_agents < 2 or not hasattr(env.unwrapped, "match_ids") or cfg.opponent_seats == 0:
+    """The league a trainer runs on ``env``: for a vector env of matches of >= 2 agents (:func:`slot_layout_of`) with
+    ``cfg.opponent_seats`` > 0, the learner against itself and its snapshots (kept in memory); else None."""
+    layout = slot_layout_of(env)
+    if layout is None or layout.num_agents < 2 or cfg.opponent_seats == 0:
         return None
     pool = SnapshotPool(
         learner,
@@ -169,4 +170,4 @@ def league_for(env: VectorEnv, acting: ActorCritic, learner: ActorCritic, cfg: T
         elo=Elo(),
         seed=cfg.seed,
     )
-    return League(acting, pool, num_agents, cfg.opponent_seats)
+    return League(acting, pool, layout.num_agents, cfg.opponent_seats)

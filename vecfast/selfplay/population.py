@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
+from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.pbt import PBTConfig, PBTController, PBTDecision, hyperparameters_of
 from vecfast.trainers.agent import Agent
@@ -106,11 +107,11 @@ class Population:
         self.agents = [agents[p] for p in range(n)]
         self.acting = [copy.deepcopy(agent.model).requires_grad_(False) for agent in self.agents]
         self.to_train = tuple(range(n)) if cfg.policies_to_train is None else tuple(cfg.policies_to_train)
-        slots = env.unwrapped
-        self.in_matches = hasattr(slots, "match_ids") and getattr(slots, "num_agents", 1) >= 2
-        self.agent_ids = np.asarray(slots.agent_ids) if self.in_matches else np.arange(env.num_envs)
-        self.match_ids = np.asarray(slots.match_ids) if self.in_matches else np.arange(env.num_envs)
-        self.num_agents = slots.num_agents if self.in_matches else 1
+        layout = slot_layout_of(env)
+        self.in_matches = layout is not None and layout.num_agents >= 2
+        self.agent_ids = np.asarray(layout.agent_ids) if self.in_matches else np.arange(env.num_envs)
+        self.match_ids = np.asarray(layout.match_ids) if self.in_matches else np.arange(env.num_envs)
+        self.num_agents = layout.num_agents if self.in_matches else 1
         self.policy_mapping = policy_mapping or RandomPolicyMapping(
             n,
             cfg.resample_policy_every_episodes,
@@ -123,8 +124,9 @@ class Population:
         self.elo = Elo()
         self.pending: dict[EpisodeId, list[tuple[int, float]]] = {}  # (policy, objective) per ended slot of a match
         # PBT mutates the reward shaping too where the env gives each slot its own (Doom matches)
-        self.shaping_env = slots if cfg.with_pbt and hasattr(slots, "set_reward_shaping") else None
-        shaping = dict(slots.get_attr("reward_shaping")[0]) if self.shaping_env is not None else {}
+        unwrapped = env.unwrapped
+        self.shaping_env = unwrapped if cfg.with_pbt and hasattr(unwrapped, "set_reward_shaping") else None
+        shaping = dict(unwrapped.get_attr("reward_shaping")[0]) if self.shaping_env is not None else {}
         self.slot_shaping = [shaping] * env.num_envs  # the coefficients each slot's rewards use
         self.pbt = (
             PBTController(n, hyperparameters_of(cfg), shaping, config=PBTConfig.of(cfg), seed=cfg.seed)

@@ -71,6 +71,12 @@ class EnvSource:
             raise TypeError("env_kwargs are for an env id, which vecfast makes; a given env is made already")
         return cls(env, dict(kwargs or {}))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled to a launcher's ranks: a module by its name, as pickle sends functions."""
+        if isinstance(self.env, types.ModuleType):
+            return (EnvSource.of, (self.env.__name__, dict(self.kwargs)))
+        return (EnvSource, (self.env, dict(self.kwargs)))
+
     @property
     def id(self) -> str | None:
         """The gymnasium id, if the source is one."""

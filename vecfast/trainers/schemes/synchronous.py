@@ -15,6 +15,8 @@ from typing import Any, Protocol
 import torch
 from gymnasium.vector import VectorEnv
 
+from vecfast.multiagent.slots import slot_layout_of
+from vecfast.multiagent.turn_based import TurnBasedVectorEnv
 from vecfast.trainers import collective
 from vecfast.trainers.agent import Agent
 from vecfast.trainers.config import TrainConfig
@@ -61,6 +63,19 @@ def check_rollout_splits(num_envs: int, cfg: TrainConfig) -> None:
         )
 
 
+def refuse_turn_based(env: VectorEnv) -> None:
+    """A ValueError for matches whose agents act in turns: this scheme steps every slot at once, so the rows of the
+    slots waiting for their turn would be learned from as moves (the asynchronous scheme acts on the slots whose
+    turn it is, and self-plays)."""
+    layout = slot_layout_of(env)
+    if layout is not None and isinstance(env.unwrapped, TurnBasedVectorEnv):
+        raise ValueError(
+            f"the synchronous scheme steps every slot at once, and the {layout.num_agents} agents of a turn-based "
+            "game (a PettingZoo AEC env such as connect four) act in turns: train it with algo='appo', which "
+            "self-plays against its snapshots and reports its Elo"
+        )
+
+
 def _nothing() -> None:
     pass
 
@@ -84,6 +99,7 @@ class SyncTrainer:
                 "as in Sample Factory"
             )
         check_rollout_splits(env.num_envs, cfg)
+        refuse_turn_based(env)
         self.env, self.cfg, self.total_env_steps = env, cfg, total_env_steps
         self.agent = Agent(env, algorithm, cfg, learn_with)
         self.model, self.device = self.agent.model, self.agent.device
