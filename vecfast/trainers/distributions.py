@@ -46,8 +46,14 @@ class ActionDistribution:
         return [Categorical(logits=logits[..., i, :n], validate_args=False) for i, n in enumerate(self.nvec)]
 
     def sample(self) -> torch.Tensor:
-        check_logits(self.params)
-        return self.dist.sample()
+        if self.kind == "box":  # a Gaussian samples NaN from NaN means without a word
+            check_logits(self.params)
+            return self.dist.sample()
+        try:  # no check on the way that works: torch's own refuses non-finite probabilities
+            return self.dist.sample()
+        except RuntimeError:
+            check_logits(self.params)
+            raise
 
     def mode(self) -> torch.Tensor:
         check_logits(self.params)
