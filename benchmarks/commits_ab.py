@@ -2,7 +2,9 @@
 speed.
 
 Each round runs the command in the earlier commit's tree (a temporary ``git worktree``) and in this checkout, one
-after the other, in a fresh interpreter whose working directory is that tree; ``{out}`` in the command becomes a
+after the other (the earlier commit first in odd rounds, second in even ones, so that whatever drifts over a run,
+the machine's clock or its caches, weighs on both alike), in a fresh interpreter whose working directory is that
+tree; ``{out}`` in the command becomes a
 JSON file whose ``--metric`` key is read. Reports every round's figures, the medians and their ratio.
 
     python benchmarks/commits_ab.py --against c28a90c --rounds 3 --metric training_frames_per_s -- \\
@@ -42,7 +44,8 @@ def main() -> int:
     figures: dict[str, list[float]] = {args.against: [], "this checkout": []}
     with tempfile.TemporaryDirectory() as tmp, worktree(args.against) as baseline:
         for round_ in range(args.rounds):
-            for name, tree in ((args.against, baseline), ("this checkout", REPO)):
+            trees = [(args.against, baseline), ("this checkout", REPO)]
+            for name, tree in trees if round_ % 2 == 0 else trees[::-1]:
                 value = measure(tree, command, args.metric, Path(tmp) / f"{round_}.json")
                 figures[name].append(value)
                 print(f"round {round_ + 1}: {name}: {args.metric} {value:,.1f}", flush=True)
