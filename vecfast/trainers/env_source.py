@@ -149,12 +149,9 @@ class EnvSource:
         return spec.id if spec is not None else type(built.unwrapped).__name__
 
 
-def source_of_run(env: str, kwargs: Mapping[str, Any], given: Any = None) -> EnvSource:
-    """The source a run directory's ``config.json`` names (its ``env`` and ``env_kwargs``), or ``given`` instead.
-
-    A run of an env object or factory names no source that can be made again: a ValueError asks for ``given``."""
-    if given is not None:
-        return EnvSource.of(given, kwargs if isinstance(given, str) and given == env else None)
+def source_of_run(env: str, kwargs: Mapping[str, Any]) -> EnvSource:
+    """The source a run directory's ``config.json`` names (its ``env`` and ``env_kwargs``); a ValueError for a run of
+    an env object or factory, which names no source that can be made again."""
     source = EnvSource.of(env, kwargs)
     if source.id is None and not isinstance(source.env, types.ModuleType):
         raise ValueError(

@@ -153,20 +153,17 @@ def evaluate(
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policy, run_dir = _policy(policy_or_run_dir, which)
     env_kwargs = dict(env_kwargs or {})
-    if env is None and run_dir is not None:  # a run of a PettingZoo module plays its games
-        run = run_env(run_dir, required=False)
-        env = run.source.env if run is not None and isinstance(run.source.env, types.ModuleType) else None
+    run = run_env(run_dir, required=False) if run_dir is not None and (env is None or isinstance(env, str)) else None
+    if env is None and run is not None and isinstance(run.source.env, types.ModuleType):
+        env = run.source.env  # a run of a PettingZoo module plays its games
     if opponent is not None or isinstance(env, types.ModuleType):
         unsupported = {"num_envs": num_envs, "max_steps": max_steps, "on_frame": on_frame}
         if any(value is not None for value in unsupported.values()):
             given = ", ".join(k for k, v in unsupported.items() if v is not None)
             raise ValueError(f"{given}: not for games against an opponent, which play whole games one at a time")
         return _games(policy, run_dir, env, opponent or "random", episodes, deterministic, seed, env_kwargs)
-    run = (
-        run_env(run_dir, required=env is None)
-        if run_dir is not None and (env is None or isinstance(env, str))
-        else None
-    )
+    if run_dir is not None and env is None and run is None:
+        run_env(run_dir)  # raises why the run's env cannot be made again
     if run is not None and env in (None, run.source.id):  # the run's own env, the other arguments over its own
         vec_env = run.with_kwargs(env_kwargs).build(_num_envs(num_envs, episodes, on_frame), _render_mode(on_frame))
     elif env is None:

@@ -14,7 +14,7 @@ import inspect
 import os
 import types
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,16 @@ class RunSpec:
     resume_required: bool = False
     policy_mapping: Callable[[Any, Any], int] | None = None
     tuning: Tuning | None = None
+    state: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The checkpoint resolving read (the run continues from it), kept for :meth:`newest_state` in this process;
+    not pickled: a launcher's ranks read it again (rank 0 for all)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "state": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
 
     def sampling_config(self) -> TrainConfig:
         """The config before the env's family is known: what builds the env and places the run."""
@@ -58,6 +68,8 @@ class RunSpec:
         """The checkpoint the run continues from (rank 0 reads it), or None for a new run."""
         if not self.resume or self.run_dir is None:
             return None
+        if self.state is not None:
+            return self.state
         return collective.from_main(lambda: _newest_state(self.run_dir, self.resume_required))
 
 
@@ -111,6 +123,7 @@ def resolve_run(
     elif resume:
         raise ValueError("resume=True needs the run_dir to resume")
     saved: dict[str, Any] = {}
+    state = None
     if continues and run_dir is not None:
         state = collective.from_main(lambda: _newest_state(run_dir, required=resume))
         if state is not None:
@@ -137,6 +150,7 @@ def resolve_run(
         resume_required=resume,
         policy_mapping=policy_mapping,
         tuning=tuning,
+        state=state,
     )
 
 

@@ -246,11 +246,12 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
     recipe, source = spec.recipe, spec.source
     state = spec.newest_state()
     sampling = spec.sampling_config()
+    vectorization = source.vectorization(recipe.scheme_spec.double_buffered)
     restore_log = chatter.log_to(spec.run_dir)
     try:
         vec_env = source.build(
             sampling.num_envs,
-            source.vectorization(recipe.scheme_spec.double_buffered),
+            vectorization,
             num_workers=sampling.num_workers,
             batch_size=sampling.num_envs // 2
             if recipe.scheme_spec.double_buffered and sampling.num_envs >= 2
@@ -278,7 +279,7 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
                     "scheme": recipe.scheme,
                     "env": env_name,
                     "env_kwargs": dict(source.kwargs),
-                    "vectorization": source.vectorization(recipe.scheme_spec.double_buffered),
+                    "vectorization": vectorization,
                     "total_env_steps": spec.total_env_steps,
                     "env_frameskip": frameskip,
                     "num_envs": vec_env.num_envs,
