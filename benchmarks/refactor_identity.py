@@ -63,7 +63,9 @@ def learned_state(checkpoint: Path) -> dict[str, Any]:
 
 
 def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
-    out = [f"{k}: only in one checkpoint" for k in sorted(set(ours) ^ set(theirs))]
+    """What the earlier checkpoint holds that ours lacks or holds otherwise (entries new in ours are bookkeeping
+    added since, listed apart)."""
+    out = [f"{k}: missing" for k in sorted(set(theirs) - set(ours))]
     for key in sorted(set(ours) & set(theirs)):
         a, b = ours[key], theirs[key]
         same = torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
@@ -84,9 +86,12 @@ def main() -> int:
         theirs = learned_state(train_with(baseline, Path(tmp) / "run_baseline", args))
         ours = learned_state(train_with(REPO, Path(tmp) / "run_here", args))
     diff = differences(ours, theirs)
-    print(f"{args.algo} on {args.env}, seed {args.seed}, {args.env_steps} env steps: {len(ours)} entries compared "
-          f"with {args.against}; {len(diff)} differ")  # fmt: skip
+    new = sorted(set(ours) - set(theirs))
+    print(f"{args.algo} on {args.env}, seed {args.seed}, {args.env_steps} env steps: {len(theirs)} entries of "
+          f"{args.against} compared; {len(diff)} differ; {len(new)} new entries")  # fmt: skip
     print("\n".join(diff[:50]))
+    if new:
+        print("new:", ", ".join(sorted({key.split("/")[0] for key in new})))
     return 1 if diff else 0
 
 

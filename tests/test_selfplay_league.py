@@ -10,7 +10,7 @@ import torch
 from pettingzoo.classic import tictactoe_v3
 
 from vecfast.multiagent import TurnBasedVectorEnv
-from vecfast.selfplay import Elo, SnapshotPool
+from vecfast.selfplay import Elo, SnapshotPool, plan_for
 from vecfast.selfplay.league import LEARNER, League, MatchDraw, score_of
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.episodes import EndedEpisode
@@ -94,6 +94,8 @@ def test_the_sampler_plays_the_learner_against_itself_and_snapshots_held_in_seat
         seats = [league.history[(match, e)].learner_agent for e in range(5)]
         assert seats == [(match + e) % 2 for e in range(5)]
     # it met the latest policy and the snapshots; games against snapshots were rated, the others not
+    assert league.games == {"latest": 0, "snapshot": 0}  # results wait for the books
+    league.record_results()
     assert league.games["latest"] > 20 and league.games["snapshot"] > 20
     rated = sum(record.games for record in elo.table())
     assert rated == league.games["snapshot"]
@@ -175,8 +177,8 @@ def test_appo_on_a_vector_env_of_agent_slots_self_plays_and_learns_only_from_its
     cfg = TrainConfig.from_overrides(
         use_rnn=False, encoder_mlp_layers=(16,), rollout=8, batch_size=64, snapshot_every_updates=2, seed=0
     )
-    trainer = AsyncTrainer(env, PPO, cfg, total_env_steps=10**6)
-    assert trainer.league is not None and len(trainer.league.policies) == 1 + cfg.opponent_seats
+    trainer = AsyncTrainer(env, PPO, cfg, total_env_steps=10**6, plan=plan_for())
+    assert isinstance(trainer.plan, League) and len(trainer.plan.policies) == 1 + cfg.opponent_seats
     learned: list[torch.Tensor] = []
     learn = trainer.agent.algorithm.learn
 
@@ -191,15 +193,15 @@ def test_appo_on_a_vector_env_of_agent_slots_self_plays_and_learns_only_from_its
     finally:
         trainer.close()
     assert all((ids == LEARNER).all() for ids in learned)  # never from a frozen opponent's steps
-    league = trainer.league
+    league = trainer.plan
     assert len(league.pool.snapshots) >= 7  # every 2 updates
     assert metrics.extra["snapshots"] == len(league.pool.snapshots) and "elo" in metrics.extra
     assert league.games["snapshot"] > 0
     path = tmp_path / "state.pt"
     torch.save(trainer.state_dict(), path)
-    restored = AsyncTrainer(env, PPO, cfg, total_env_steps=10**6)
+    restored = AsyncTrainer(env, PPO, cfg, total_env_steps=10**6, plan=plan_for())
     restored.load_state_dict(torch.load(path, weights_only=True))
-    assert list(restored.league.pool.snapshots) == list(league.pool.snapshots)
-    assert restored.league.pool.elo.to_dict() == league.pool.elo.to_dict()
+    assert list(restored.plan.pool.snapshots) == list(league.pool.snapshots)
+    assert restored.plan.pool.elo.to_dict() == league.pool.elo.to_dict()
     restored.close()
     env.close()

@@ -20,9 +20,10 @@ import vecfast
 from vecfast.envs.doom import DEFAULT_REWARD_SHAPING
 from vecfast.multiagent import doom_duel_v0
 from vecfast.multiagent.from_pettingzoo import vector_env_from
-from vecfast.selfplay import EpisodeId, Population, RandomPolicyMapping
+from vecfast.selfplay import EpisodeId, Population, RandomPolicyMapping, plan_for
 from vecfast.trainers import load_policy
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.learners import Learners
 from vecfast.trainers.ppo import PPO
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
 from vecfast.trainers.storage import Trajectories
@@ -98,17 +99,17 @@ def test_random_mapping_deals_every_policy_to_the_slots_of_a_block_evenly() -> N
 def test_each_policy_learns_from_its_own_steps_and_frozen_policies_stay_bit_identical() -> None:
     env = _cartpole()
     cfg = TrainConfig.from_overrides(**SMALL, num_policies=3, policies_to_train=(0, 2))
-    trainer = AsyncTrainer(env, RecordingPPO, cfg, total_env_steps=10**9, policy_mapping=lambda env, ep: env % 3)
-    frozen, acting_frozen = _weights(trainer.population.agents[1].model), _weights(trainer.population.acting[1])
-    learner_before = _weights(trainer.population.agents[0].model)
+    trainer = AsyncTrainer(env, RecordingPPO, cfg, total_env_steps=10**9, plan=plan_for(lambda env, ep: env % 3))
+    frozen, acting_frozen = _weights(trainer.learners.agents[1].model), _weights(trainer.learners.acting[1])
+    learner_before = _weights(trainer.learners.agents[0].model)
     try:
         _run(trainer, 12)
     finally:
         trainer.close()
         env.close()
-    population = trainer.population
+    population, learners = trainer.plan, trainer.learners
     for p in (0, 2):
-        batches = population.agents[p].algorithm.batches
+        batches = learners.agents[p].algorithm.batches
         assert batches, f"policy {p} never learned"
         for batch in batches:  # only its own steps are valid, and it saw all of them in the trajectories it got
             assert batch.valid.any() and (batch.policy_id[batch.valid] == p).all()
@@ -116,20 +117,22 @@ def test_each_policy_learns_from_its_own_steps_and_frozen_policies_stay_bit_iden
             assert len(batch) >= cfg.batch_size // cfg.rollout
         # each learned once per three of the sampler's batches, not from every one
         assert len(batches) <= 12 // 3 + 1
-    assert not population.agents[1].algorithm.batches
+    assert not learners.agents[1].algorithm.batches
     for key, value in frozen.items():
-        assert torch.equal(population.agents[1].model.state_dict()[key], value), key
-        assert torch.equal(population.acting[1].state_dict()[key], acting_frozen[key]), key
-    changed = population.agents[0].model.state_dict()
+        assert torch.equal(learners.agents[1].model.state_dict()[key], value), key
+        assert torch.equal(learners.acting[1].state_dict()[key], acting_frozen[key]), key
+    changed = learners.agents[0].model.state_dict()
     assert any(not torch.equal(changed[k], v) for k, v in learner_before.items())
-    assert population.own_env_steps[1] == 0 and population.own_env_steps[0] > 0
+    assert learners.own_env_steps[1] == 0 and learners.own_env_steps[0] > 0
     # env i plays policy i % 3: each policy's episodes are its envs' episodes
     assert all(population.objectives[p] for p in range(3))
 
 
-def test_two_policies_of_a_population_rate_each_other_in_their_matches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("algo", ["appo", "ppo"])
+def test_two_policies_of_a_population_rate_each_other_in_their_matches(tmp_path: Path, algo: str) -> None:
     result = vecfast.train(
         connect_four_v3,
+        algo=algo,
         total_env_steps=3_000,
         run_dir=tmp_path / "run",
         num_workers=1,
@@ -156,35 +159,35 @@ def test_pbt_mutates_and_replaces_and_a_checkpoint_restores_the_whole_population
         pbt_mutation_rate=1.0,
         pbt_replace_reward_gap=0.0,
     )
-    trainer = AsyncTrainer(env, PPO, cfg, total_env_steps=10**9)
+    trainer = AsyncTrainer(env, PPO, cfg, total_env_steps=10**9, plan=plan_for())
     try:
         _run(trainer, 20)
     finally:
         trainer.close()  # before the state is taken: the policy worker rates games until it stops
     state = copy.deepcopy(trainer.state_dict())
-    population = trainer.population
+    population = trainer.plan
     assert population.pbt_decisions, "no PBT step was due"
     assert any(d.mutated for d in population.pbt_decisions)
-    rates = {a.algorithm.cfg.learning_rate for a in population.agents}
+    rates = {a.algorithm.cfg.learning_rate for a in trainer.learners.agents}
     assert rates != {cfg.learning_rate}  # mutation rate 1: every non-top policy's settings moved
     buffer = io.BytesIO()  # through torch.save and a weights_only load, as a checkpoint goes
     torch.save(state, buffer)
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=True)
-    again = AsyncTrainer(env, PPO, cfg, total_env_steps=10**9)
+    again = AsyncTrainer(env, PPO, cfg, total_env_steps=10**9, plan=plan_for())
     try:
         again.load_state_dict(loaded)
     finally:
         again.close()
         env.close()
-    for before, after in zip(population.agents, again.population.agents, strict=True):
+    for before, after in zip(trainer.learners.agents, again.learners.agents, strict=True):
         assert after.algorithm.cfg.learning_rate == before.algorithm.cfg.learning_rate
         assert after.algorithm.version == before.algorithm.version
         for key, value in before.model.state_dict().items():
             assert torch.equal(after.model.state_dict()[key], value), key
-    assert again.population.elo.ratings == population.elo.ratings
-    assert again.population.own_env_steps == population.own_env_steps
-    assert again.population.pbt.state_dict()["last_step"] == population.pbt.state_dict()["last_step"]
+    assert again.plan.elo.ratings == population.elo.ratings
+    assert again.learners.own_env_steps == trainer.learners.own_env_steps
+    assert again.plan.pbt.state_dict()["last_step"] == population.pbt.state_dict()["last_step"]
     # each slot's episodes go on being numbered where they were, so the mapping's draws go on rather than start over
     # (a resumed run replayed its first draws: a policy the first draws left out sat out the resumed run's start too)
     saved_numbers = state["episodes_started"]
@@ -193,8 +196,8 @@ def test_pbt_mutates_and_replaces_and_a_checkpoint_restores_the_whole_population
 
 
 def test_populations_are_refused_where_they_do_not_train(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="asynchronous scheme"):
-        vecfast.train("CartPole-v1", algo="ppo", total_env_steps=100, run_dir=tmp_path / "a", num_policies=2, **SMALL)
+    with pytest.raises(ValueError, match="populations train under the sync and async schemes"):
+        vecfast.train("CartPole-v1", algo="ddppo", total_env_steps=100, run_dir=tmp_path / "a", num_policies=2, **SMALL)
     with pytest.raises(ValueError, match="policy_mapping is for populations"):
         vecfast.train(
             "CartPole-v1", algo="ppo", total_env_steps=100, run_dir=tmp_path / "b", policy_mapping=lambda a, e: 0
@@ -224,7 +227,8 @@ def test_pbt_gives_each_policys_doom_players_its_own_reward_shaping(process_guar
     process_guard.watch(descendants())
     try:
         cfg = TrainConfig.from_overrides(**SMALL, num_policies=2, with_pbt=True)
-        population = Population(env, PPO, cfg, policy_mapping=lambda agent, episode: int(agent == "player_1"))
+        learners = Learners(env, PPO, cfg, acting_copies=True)
+        population = Population(env, learners, cfg, policy_mapping=lambda agent, episode: int(agent == "player_1"))
         assert population.pbt.settings(1).reward_shaping == DEFAULT_REWARD_SHAPING  # PBT starts from the env's
         state = population.pbt.state_dict()
         state["settings"][1]["reward_shaping"]["frag"] = 3.0  # as a mutation would have it

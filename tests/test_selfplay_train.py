@@ -1,5 +1,5 @@
 """``vecfast.train`` on PettingZoo envs: the module, a function or an env becomes a vector env of agent slots, and
-APPO self-plays against snapshots with Elo in the metrics."""
+APPO and sync PPO self-play against snapshots with Elo in the metrics."""
 
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ from pettingzoo.classic import connect_four_v3, tictactoe_v3
 import vecfast
 from vecfast.multiagent import TurnBasedVectorEnv
 from vecfast.multiagent.from_pettingzoo import vector_env_from
+from vecfast.selfplay import plan_for
+from vecfast.selfplay.league import LEARNER, League
+from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.ppo import PPO
+from vecfast.trainers.schemes.synchronous import SyncTrainer
+from vecfast.trainers.storage import Trajectories
 
 SMALL = {
     "num_workers": 1,
@@ -27,8 +33,9 @@ SMALL = {
 }
 
 
-def test_train_self_plays_a_pettingzoo_module_with_elo_in_the_metrics(tmp_path: Path) -> None:
-    result = vecfast.train(connect_four_v3, total_env_steps=3_000, run_dir=tmp_path / "run", **SMALL)
+@pytest.mark.parametrize("algo", ["appo", "ppo"])
+def test_train_self_plays_a_pettingzoo_module_with_elo_in_the_metrics(tmp_path: Path, algo: str) -> None:
+    result = vecfast.train(connect_four_v3, algo=algo, total_env_steps=3_000, run_dir=tmp_path / "run", **SMALL)
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["snapshots"] >= 2 and "elo" in lines[-1] and lines[-1]["games_vs_latest"] > 0
     assert result.stats["env_steps"] >= 3_000
@@ -56,10 +63,44 @@ def test_a_function_that_makes_neither_kind_of_env_is_refused(tmp_path: Path) ->
         vecfast.train(lambda: gym.make("CartPole-v1"), total_env_steps=100, run_dir=tmp_path / "run", **SMALL)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "ddppo"])
-def test_a_turn_based_game_under_a_scheme_that_steps_every_slot_is_an_error(tmp_path: Path, algo: str) -> None:
-    """Old behaviour: sync PPO trained one policy on every slot's rows, the rows of slots waiting for their turn
-    (their actions ignored) included."""
-    kwargs = {"num_processes": 1} if algo == "ddppo" else {}
-    with pytest.raises(ValueError, match="a turn-based game .* act in turns: train it with algo='appo'"):
-        vecfast.train(connect_four_v3, algo=algo, total_env_steps=100, run_dir=tmp_path / "run", **SMALL, **kwargs)
+def test_sync_ppo_on_a_turn_based_game_learns_only_from_the_learners_own_moves(tmp_path: Path) -> None:
+    """Only the slots to move are stepped: every step learned from is a legal move of the learner, from a position
+    where it was its turn, in trajectories of rollout steps. (Sync PPO stepped every slot at once and
+    learned from the rows of slots waiting for their turn, whose action masks are empty.)"""
+    env = vector_env_from(connect_four_v3, num_matches=4)
+    cfg = TrainConfig.from_overrides(**{**SMALL, "batch_size": 32})
+    trainer = SyncTrainer(env, PPO, cfg, total_env_steps=10**6, plan=plan_for())
+    batches: list[Trajectories] = []
+    learn = trainer.agent.algorithm.learn
+
+    def recording(batch, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        batches.append(batch)
+        return learn(batch, *args, **kwargs)
+
+    trainer.agent.algorithm.learn = recording
+    iterations = trainer.iterations()
+    metrics = [next(iterations) for _ in range(12)][-1]
+    env.close()
+    assert isinstance(trainer.plan, League) and "elo" in metrics.extra and metrics.extra["snapshots"] >= 2
+    for batch in batches:
+        # trajectories that hold only a snapshot opponent's moves are left out
+        assert len(batch) <= env.num_envs and batch.rollout == cfg.rollout
+        valid = batch.valid
+        assert (batch.policy_id[valid] == LEARNER).all()  # never a frozen opponent's move
+        masks = batch.obs["action_mask"][:, :-1][valid].bool()
+        moves = batch.actions[valid].long()
+        assert masks.any(dim=1).all()  # it was the learner's turn
+        assert masks.gather(1, moves[:, None]).all()  # and it played a legal move
+        # a trajectory is one slot's moves: consecutive positions of one player differ by two discs (its own and
+        # the opponent's), except across a game's end
+        discs = batch.obs["observation"][:, :-1].sum(dim=(2, 3, 4))
+        steps = valid[:, :-1] & valid[:, 1:] & ~batch.done[:, :-1]
+        assert ((discs[:, 1:] - discs[:, :-1])[steps] == 2).all()
+
+
+def test_a_trainer_given_matches_without_an_acting_plan_refuses_them() -> None:
+    env = vector_env_from(connect_four_v3, num_matches=2)
+    cfg = TrainConfig.from_overrides(use_rnn=False, encoder_mlp_layers=(16,), rollout=8, batch_size=32)
+    with pytest.raises(ValueError, match="needs an acting plan that says who plays whom"):
+        SyncTrainer(env, PPO, cfg, total_env_steps=100)
+    env.close()

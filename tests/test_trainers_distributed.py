@@ -99,6 +99,62 @@ def test_ranks_hold_bit_identical_models_after_every_update():
     assert len({per_rank[0] for per_rank in digests}) == 4  # every update changed the model
 
 
+def selfplay_books(iterations: int) -> list[list[dict]]:
+    """In each rank: DD-PPO self-play on connect four (rank-seeded envs and draws); after every update, the model's
+    digest and the league's books (Elo, snapshots, games), and the opponents this rank drew; every rank's rows."""
+    from pettingzoo.classic import connect_four_v3
+
+    from vecfast.multiagent.from_pettingzoo import vector_env_from
+    from vecfast.selfplay import plan_for
+
+    rank = rank_from_environment()
+    init_process_group(rank, torch.device("cpu"))
+    try:
+        cfg = TrainConfig.from_overrides(
+            **{**SMALL, "rollout": 8}, snapshot_every_updates=2, latest_opponent_probability=0.5, seed=10 * rank.rank
+        )
+        env = vector_env_from(connect_four_v3, num_matches=4)
+        trainer = DistributedTrainer(env, PPO, cfg, total_env_steps=10**6, plan=plan_for())
+        league, rows = trainer.plan, []
+        for i, metrics in enumerate(trainer.iterations()):
+            rows.append(
+                {
+                    "digest": model_digest(trainer.model),
+                    "elo": league.pool.elo.to_dict(),
+                    "snapshots": list(league.pool.snapshots),
+                    "games": dict(league.games),
+                    "episodes": metrics.episodes.episodes,
+                }
+            )
+            if i + 1 == iterations:
+                break
+        rows[-1]["drawn"] = [(key, draw.opponent) for key, draw in sorted(league.draws.items())]
+        env.close()
+        everyone: list = [None] * rank.world_size
+        dist.all_gather_object(everyone, rows)
+        return everyone
+    finally:
+        leave_process_group()
+
+
+@pytest.mark.timeout(180)
+def test_ddppo_self_plays_with_the_jobs_books_in_every_rank():
+    """Each rank draws its own opponents, yet the ranks' models stay bit-identical and every rank keeps the same
+    Elo ratings, snapshots and game counts: the results of both ranks' games, gathered."""
+    ranks = launch_local(2, selfplay_books, 8)
+    zero, one = ranks
+    for a, b in zip(zero, one, strict=True):
+        assert a["digest"] == b["digest"]
+        assert (a["elo"], a["snapshots"], a["games"]) == (b["elo"], b["snapshots"], b["games"])
+    assert len({row["digest"] for row in zero}) == len(zero)  # every update changed the model
+    last = zero[-1]
+    assert len(last["snapshots"]) >= 3 and last["games"]["snapshot"] > 0
+    assert zero[-1]["drawn"] != one[-1]["drawn"]  # the draws are each rank's own
+    # each game is rated once in the job: about one learner result per two slot episodes, both ranks' together
+    games = sum(last["games"].values())
+    assert 0.3 * last["episodes"] <= games <= 0.5 * last["episodes"]
+
+
 def where_am_i() -> tuple[int, str]:
     """This rank's network namespace, and the port of the rendezvous store it reached."""
     return os.stat("/proc/self/ns/net").st_ino, os.environ["MASTER_PORT"]

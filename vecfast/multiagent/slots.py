@@ -26,10 +26,13 @@ class SlotLayout:
     """Slot ``m * num_agents + a`` holds agent ``possible_agents[a]`` of match ``m``.
 
     Holds the per-slot ``agent_id``/``match_id`` arrays every info carries, and the rules
-    that map per-slot seeds, reset masks and control calls onto whole matches.
+    that map per-slot seeds, reset masks and control calls onto whole matches. ``in_turns``: the
+    agents of a match act in turns, so ``recv`` returns only the slots whose turn it is (a board
+    game); else every slot acts at every step (parallel matches).
     """
 
-    def __init__(self, num_matches: int, possible_agents: Sequence[Any]) -> None:
+    def __init__(self, num_matches: int, possible_agents: Sequence[Any], *, in_turns: bool = False) -> None:
+        self.in_turns = in_turns
         self.num_matches = num_matches
         self.possible_agents = tuple(possible_agents)
         self.num_agents = len(self.possible_agents)

@@ -147,7 +147,7 @@ class TurnBasedVectorEnv(VectorEnv):
             for env in envs:
                 env.close()
             raise
-        self.slots = SlotLayout(len(envs), self.possible_agents)
+        self.slots = SlotLayout(len(envs), self.possible_agents, in_turns=True)
         self.num_matches = len(envs)
         self.num_agents = self.slots.num_agents
         self.num_envs = self.slots.num_slots

@@ -4,7 +4,8 @@
 of a learning policy and draws its opponents (latest or past); :class:`PBTController` decides, by Sample Factory's
 population-based training rules, which policies copy which and how their hyperparameters and reward shaping mutate;
 :class:`Population` is what ``vecfast.train(num_policies=N)`` runs: N learners sharing a sampler, mapped to agents
-by ``policy_mapping(agent_id, EpisodeId)``. None of the others steps an env or a model: they keep the books and the
+by ``policy_mapping(agent_id, EpisodeId)``; :func:`plan_for` chooses the acting plan a run plays by (a league, a
+population, one policy) and any scheme runs it. None of the others steps an env or a model: they keep the books and the
 loop applies them. :func:`~vecfast.selfplay.bots.random_bot` and :func:`~vecfast.selfplay.bots.one_ply_connect_four`
 are fixed opponents to measure against; :func:`vecfast.selfplay.matches.play_games` (PettingZoo) plays the games.
 """
@@ -21,6 +22,7 @@ from vecfast.selfplay.pbt import (
     PolicySettings,
     hyperparameters_of,
 )
+from vecfast.selfplay.plans import plan_for
 from vecfast.selfplay.population import EpisodeId, Population, RandomPolicyMapping
 from vecfast.selfplay.snapshot_pool import Opponent, Snapshot, SnapshotPool
 
@@ -42,5 +44,6 @@ __all__ = [
     "expected_score",
     "hyperparameters_of",
     "one_ply_connect_four",
+    "plan_for",
     "random_bot",
 ]

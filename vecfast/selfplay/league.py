@@ -5,7 +5,9 @@ equally often) and an opponent, drawn by a :class:`~vecfast.selfplay.SnapshotPoo
 policy (the learner itself, whose steps on both sides are learned from) or a past snapshot. The sampler acts with
 a fixed list of modules (:attr:`League.policies`): index 0 is the learner's acting copy, the rest are seats that
 hold snapshots. A drawn snapshot is copied into a seat no episode is using; with none free, the match plays the
-latest policy instead. Match results go to the pool, which rates them (Elo) and decides when to snapshot.
+latest policy instead. Match results go to the pool, which rates them (Elo) and decides when to snapshot: once per
+learning step (:meth:`League.learned`), gathered from every rank of a distributed run first, so that each rank keeps
+the same books (the job's Elo and snapshots) while drawing its own opponents.
 
 The slots of a match must start and end their episodes together (two-player games: ``TurnBasedVectorEnv``,
 Doom duels), so that episode ``k`` of every slot of match ``m`` is the same game.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +27,10 @@ from gymnasium.vector import VectorEnv
 from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.snapshot_pool import SnapshotPool
+from vecfast.trainers import collective
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.episodes import EndedEpisode
+from vecfast.trainers.learners import Learners
 from vecfast.trainers.models import ActorCritic
 
 LEARNER = 0  # the learner's index among the sampler's policies
@@ -51,23 +55,41 @@ def score_of(episode: EndedEpisode) -> float:
     return 0.5 + 0.5 * float(np.sign(episode.episode_return))
 
 
-class League:
-    """Seats for ``num_agents``-player matches: ``acting`` is the learner's acting model (policy 0), ``num_seats``
-    frozen copies of it hold the snapshots ``pool`` draws. Give :attr:`policies`, :meth:`mapping` and
-    :meth:`episode_ended` to a :class:`~vecfast.trainers.sampler.Sampler`, and call :meth:`on_update` after each
-    learner update (from another thread if need be: a lock keeps the pool's books)."""
+@dataclass(frozen=True)
+class GameResult:
+    """A finished game's result for the learner against ``opponent`` (a pool name): 1 win, 0.5 draw, 0 loss."""
 
-    def __init__(self, acting: ActorCritic, pool: SnapshotPool, num_agents: int, num_seats: int = 2) -> None:
+    opponent: str
+    score: float
+    vs_latest: bool
+
+
+class League:
+    """The acting plan of one learner in ``num_agents``-player matches: ``acting`` is the learner's acting model
+    (policy 0), ``num_seats`` frozen copies of it hold the snapshots ``pool`` draws. A sampler acts with
+    :attr:`policies`, :meth:`mapping` and :meth:`episode_ended`; the scheme calls :meth:`learned` after each learning
+    step (from another thread if need be: a lock keeps the books). ``learner_version``: the learner's update count,
+    which names its snapshots."""
+
+    def __init__(
+        self,
+        acting: ActorCritic,
+        pool: SnapshotPool,
+        num_agents: int,
+        num_seats: int = 2,
+        learner_version: Callable[[], int] = lambda: 0,
+    ) -> None:
         if num_agents < 2:
             raise ValueError(f"self-play needs matches of at least 2 agents, got {num_agents}")
         if num_seats < 1:
             raise ValueError(f"num_seats must be >= 1, got {num_seats}")
-        self.pool, self.num_agents = pool, num_agents
+        self.pool, self.num_agents, self.learner_version = pool, num_agents, learner_version
         seats = [copy.deepcopy(acting).eval().requires_grad_(False) for _ in range(num_seats)]
         self.policies: list[ActorCritic] = [acting, *seats]
         self.seat_holds: list[str | None] = [None] * num_seats  # the snapshot each seat holds
         self.seat_users = [0] * num_seats  # slots playing an episode with it
         self.draws: dict[tuple[int, int], MatchDraw] = {}  # by (match, episode), while the episode lasts
+        self.results: list[GameResult] = []  # this process's, since the books last took them
         self.games = {"latest": 0, "snapshot": 0}
         self.lock = threading.Lock()
 
@@ -89,18 +111,27 @@ class League:
             if draw is None:  # an episode that started before this league (a resumed run)
                 return
             if agent == draw.learner_agent:
-                self.pool.record(draw.opponent, score_of(ended))
-                self.games["latest" if draw.opponent_policy == LEARNER else "snapshot"] += 1
+                self.results.append(GameResult(draw.opponent, score_of(ended), draw.opponent_policy == LEARNER))
             draw.ended += 1
             if draw.ended == self.num_agents:
                 del self.draws[(match, episode)]
                 if draw.opponent_policy != LEARNER:
                     self.seat_users[draw.opponent_policy - 1] -= self.num_agents - 1
 
-    def on_update(self, update: int) -> None:
-        """The learner has made update ``update``: snapshot it if one is due."""
+    def record_results(self) -> None:
+        """The games finished since the last call (every rank's, in rank order) into the pool's books and Elo."""
         with self.lock:
-            self.pool.on_update(update)
+            mine, self.results = self.results, []
+        for result in collective.all_gathered(mine):
+            with self.lock:
+                self.pool.record(result.opponent, result.score)
+                self.games["latest" if result.vs_latest else "snapshot"] += 1
+
+    def learned(self, policies: Iterable[int], publish: Callable[[int], None]) -> None:
+        """The learner has learned: record the results, then snapshot it if one is due."""
+        self.record_results()
+        with self.lock:
+            self.pool.on_update(self.learner_version())
 
     def summary(self) -> dict[str, float]:
         """Numbers for the metrics: the learner's Elo, its score against snapshots, the snapshots and games so far."""
@@ -154,12 +185,12 @@ class League:
         return seat
 
 
-def league_for(env: VectorEnv, acting: ActorCritic, learner: ActorCritic, cfg: TrainConfig) -> League | None:
-    """The league a trainer runs on ``env``: for a vector env of matches of >= 2 agents (:func:`slot_layout_of`) with
-    ``cfg.opponent_seats`` > 0, the learner against itself and its snapshots (kept in memory); else None."""
+def league_for(env: VectorEnv, learners: Learners, cfg: TrainConfig) -> League:
+    """The league of ``learners``' one policy on ``env``'s matches: against itself and its snapshots (in memory)."""
     layout = slot_layout_of(env)
-    if layout is None or layout.num_agents < 2 or cfg.opponent_seats == 0:
-        return None
+    if layout is None or layout.num_agents < 2:
+        raise ValueError("a league plays matches of at least 2 agents: a vector env of agent slots")
+    learner, algorithm = learners.agents[0].model, learners.agents[0].algorithm
     pool = SnapshotPool(
         learner,
         lambda: ActorCritic(learner.observation_space, learner.action_space, cfg),
@@ -170,4 +201,4 @@ def league_for(env: VectorEnv, acting: ActorCritic, learner: ActorCritic, cfg: T
         elo=Elo(),
         seed=cfg.seed,
     )
-    return League(acting, pool, layout.num_agents, cfg.opponent_seats)
+    return League(learners.acting[0], pool, layout.num_agents, cfg.opponent_seats, lambda: algorithm.version)

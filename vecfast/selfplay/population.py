@@ -3,41 +3,31 @@
 Why: several policies trained side by side on the same envs play each other (the opponents get better as the learner
 does, without snapshots) and, with PBT, tune their hyperparameters as they learn. Each agent slot's episode is
 played by the policy ``policy_mapping(agent_id, EpisodeId)`` chooses when it starts (RLlib's ``policy_mapping_fn``;
-default :class:`RandomPolicyMapping`, Sample Factory's). A batch of trajectories is split by the policy that took
-each step: each policy in ``policies_to_train`` learns from its own steps only, the others stay frozen. As Sample
-Factory's learners do, a policy of a population gathers its trajectories until it holds a whole batch (as many as
-the sampler's batch), so that N policies take the gradient steps per env frame that one policy takes (trajectories
-still gathering are not in a checkpoint). Finished
-episodes give each policy its objective (the env's ``true_objective``, else the return), which ranks the population
-for PBT (it mutates the hyperparameters and, where the env has ``set_reward_shaping`` per slot, the reward shaping a
-policy's agents get from their next episode); a finished match between different policies updates their Elo ratings.
-
-Policy switches happen only where episodes start, so a trajectory holding two policies' steps has an episode end
-(and its reset step) between them: masking the other policy's steps cuts no return or advantage recursion.
+default :class:`RandomPolicyMapping`, Sample Factory's); each policy learns from its own steps
+(:class:`~vecfast.trainers.learners.Learners`). Finished episodes give each policy its objective (the env's
+``true_objective``, else the return), which ranks the population for PBT (it mutates the hyperparameters and, where
+the env has ``set_reward_shaping`` per slot, the reward shaping a policy's agents get from their next episode); a
+finished match between different policies updates their Elo ratings.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 from gymnasium.vector import VectorEnv
 
 from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.pbt import PBTConfig, PBTController, PBTDecision, hyperparameters_of
-from vecfast.trainers.agent import Agent
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.learners import Learners
 
 
 @dataclass(frozen=True)
@@ -90,23 +80,20 @@ def objective_of(episode: EndedEpisode) -> float:
 
 
 class Population:
-    """``cfg.num_policies`` agents (model and algorithm each) for ``env``'s spaces and their acting copies, which a
-    :class:`~vecfast.trainers.sampler.Sampler` acts with (:attr:`acting`, :meth:`mapping`, :meth:`episode_ended`).
-    One policy (the default) is the plain single-learner case."""
+    """The acting plan of ``learners``' ``cfg.num_policies`` policies on ``env``: :attr:`policies` (the learners' acting
+    models), :meth:`mapping` (each agent slot's episode to a policy), :meth:`episode_ended` (objectives, Elo) and
+    :meth:`learned` (PBT), for a :class:`~vecfast.trainers.sampler.Sampler` and a scheme."""
 
     def __init__(
         self,
         env: VectorEnv,
-        algorithm: AlgorithmFactory,
+        learners: Learners,
         cfg: TrainConfig,
         policy_mapping: PolicyMappingFn | None = None,
     ) -> None:
-        n = cfg.num_policies
-        # each policy its own initial weights; policy 0 last, so the generators continue as in a one-policy run
-        agents = {p: Agent(env, algorithm, _seeded(cfg, p)) for p in reversed(range(n))}
-        self.agents = [agents[p] for p in range(n)]
-        self.acting = [copy.deepcopy(agent.model).requires_grad_(False) for agent in self.agents]
-        self.to_train = tuple(range(n)) if cfg.policies_to_train is None else tuple(cfg.policies_to_train)
+        n = len(learners)
+        self.learners = learners
+        self.policies = learners.acting
         layout = slot_layout_of(env)
         self.in_matches = layout is not None and layout.num_agents >= 2
         self.agent_ids = np.asarray(layout.agent_ids) if self.in_matches else np.arange(env.num_envs)
@@ -119,8 +106,6 @@ class Population:
             self.agent_ids[: self.num_agents].tolist() if self.in_matches else (),
         )
         self.objectives = [deque(maxlen=cfg.stats_avg) for _ in range(n)]
-        self.own_env_steps = [0] * n  # steps each policy has learned from (PBT's clock)
-        self.gathered: list[list[Trajectories]] = [[] for _ in range(n)]  # each policy's, toward its next batch
         self.elo = Elo()
         self.pending: dict[EpisodeId, list[tuple[int, float]]] = {}  # (policy, objective) per ended slot of a match
         # PBT mutates the reward shaping too where the env gives each slot its own (Doom matches)
@@ -138,7 +123,7 @@ class Population:
 
     @property
     def num_policies(self) -> int:
-        return len(self.agents)
+        return len(self.learners)
 
     # ---------------------------------------------------------------- the sampler's side (its thread)
     def mapping(self, env: int, episode: int) -> int:
@@ -170,65 +155,32 @@ class Population:
                 self.elo.record_match([policy_name(p) for p, _ in results], [score for _, score in results])
 
     # ---------------------------------------------------------------- the learner's side
-    def learn(
-        self, batch: Trajectories, progress: float, publish: Callable[[int], None]
-    ) -> dict[int, dict[str, float]]:
-        """Each policy to train takes its own steps of ``batch``; one that holds a batch's worth of trajectories
-        learns from them (``publish(p)`` after each gradient step), then takes its PBT step if one is due. Returns
-        each policy's loss terms (of those that learned here)."""
-        learned = {}
-        for p in self.to_train:
-            mine = batch.valid & (batch.policy_id == p)
-            if not mine.any():
-                continue
-            rows = mine.any(dim=1).nonzero().squeeze(1)
-            own = batch if len(rows) == len(batch) else batch.select(rows)
-            self.gathered[p].append(dataclasses.replace(own, valid=mine[rows] if len(rows) < len(batch) else mine))
-            if self.num_policies > 1 and sum(map(len, self.gathered[p])) < len(batch):
-                continue
-            own, self.gathered[p] = Trajectories.concatenate(self.gathered[p]), []
-            self.own_env_steps[p] += int(own.valid.sum())
-            algorithm = self.agents[p].algorithm
-            learned[p] = algorithm.learn(own, progress, on_policy=False, after_step=lambda p=p: publish(p))
-            self._pbt_step(p, publish)
-        return learned
+    def learned(self, policies: Iterable[int], publish: Callable[[int], None]) -> None:
+        """``policies`` have learned: each takes its PBT step if one is due."""
+        for policy in policies:
+            self._pbt_step(policy, publish)
 
     def _pbt_step(self, policy: int, publish: Callable[[int], None]) -> None:
-        if self.pbt is None or not self.pbt.due(policy, self.own_env_steps[policy]):
+        steps = self.learners.own_env_steps[policy]
+        if self.pbt is None or not self.pbt.due(policy, steps):
             return
         with self.lock:
             objectives = [float(np.mean(o)) if o else -np.inf for o in self.objectives]
-            decision = self.pbt.update(policy, self.own_env_steps[policy], objectives)
+            decision = self.pbt.update(policy, steps, objectives)
         if decision is None:
             return
-        target = self.agents[policy]
+        target = self.learners.agents[policy]
         if decision.source is not None:
-            source = self.agents[decision.source]
-            target.model.load_state_dict(source.model.state_dict())
-            target.algorithm.optimizer.load_state_dict(copy.deepcopy(source.algorithm.optimizer.state_dict()))
+            self.learners.copy_policy(decision.source, policy)
             publish(policy)
         target.algorithm.cfg = dataclasses.replace(target.algorithm.cfg, **decision.after.hyperparameters)
         self.pbt_decisions.append(decision)
 
-    def lag_of(self, batch: Trajectories) -> torch.Tensor:
-        """Learner steps between the weights that acted and their policy's weights now, per valid step of the
-        population's policies (a league's snapshot seats, numbered after them, do not learn)."""
-        versions = torch.tensor([a.algorithm.version for a in self.agents], device=batch.policy_id.device)
-        ours = batch.valid & (batch.policy_id < self.num_policies)
-        return (versions[batch.policy_id[ours]] - batch.policy_version[ours]).float()
-
-    @property
-    def learner_steps(self) -> int:
-        return sum(agent.algorithm.version for agent in self.agents)
-
     def summary(self) -> dict[str, float]:
-        """Each policy's Elo, mean objective, learning rate (PBT changes it) and the PBT steps so far (one-policy
-        runs: nothing)."""
-        if self.num_policies == 1:
-            return {}
+        """Each policy's Elo, mean objective, learning rate (PBT changes it) and the PBT steps so far."""
         out: dict[str, float] = {}
         with self.lock:
-            for p, agent in enumerate(self.agents):
+            for p, agent in enumerate(self.learners.agents):
                 name = policy_name(p)
                 out[f"{name}_elo"] = self.elo.rating(name)
                 if self.objectives[p]:
@@ -240,43 +192,25 @@ class Population:
 
     # ---------------------------------------------------------------- checkpoints (plain data)
     def state_dict(self) -> dict[str, Any]:
-        """Policies 1..N-1's models, learners and hyperparameters (policy 0's are the checkpoint's ``model`` and
-        ``learner``), Elo, objectives, per-policy steps and PBT."""
+        """Every policy's hyperparameters, Elo, objectives and PBT (the learners keep their own weights)."""
         with self.lock:
             return {
-                "others": [
-                    {"model": a.model.state_dict(), "learner": a.algorithm.state_dict()} for a in self.agents[1:]
-                ],
-                "hyperparameters": [hyperparameters_of(a.algorithm.cfg) for a in self.agents],
+                "hyperparameters": [hyperparameters_of(a.algorithm.cfg) for a in self.learners.agents],
                 "objectives": [list(o) for o in self.objectives],
-                "own_env_steps": list(self.own_env_steps),
                 "elo": self.elo.to_dict(),
                 "pbt": None if self.pbt is None else self.pbt.state_dict(),
             }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if len(state["others"]) != self.num_policies - 1:
-            raise ValueError(
-                f"the checkpoint holds a population of {len(state['others']) + 1} policies; this run has "
-                f"num_policies={self.num_policies}"
-            )
-        for agent, saved in zip(self.agents[1:], state["others"], strict=True):
-            agent.model.load_state_dict(saved["model"])
-            agent.algorithm.load_state_dict(saved["learner"])
-        for agent, hyper in zip(self.agents, state["hyperparameters"], strict=True):
+        for agent, hyper in zip(self.learners.agents, state["hyperparameters"], strict=True):
             agent.algorithm.cfg = dataclasses.replace(agent.algorithm.cfg, **hyper)
         with self.lock:
             for kept, saved in zip(self.objectives, state["objectives"], strict=True):
                 kept.clear()
                 kept.extend(saved)
-            self.own_env_steps = [int(s) for s in state["own_env_steps"]]
             self.elo = Elo.from_dict(state["elo"])
         if self.pbt is not None and state["pbt"] is not None:
             self.pbt.load_state_dict(state["pbt"])
-
-
-def _seeded(cfg: TrainConfig, policy: int) -> TrainConfig:
-    return cfg if cfg.seed is None or policy == 0 else dataclasses.replace(cfg, seed=cfg.seed + 7919 * policy)
 
 
 __all__ = ["EpisodeId", "Population", "PolicyMappingFn", "RandomPolicyMapping", "objective_of", "policy_name"]

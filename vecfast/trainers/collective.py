@@ -68,6 +68,16 @@ def all_names(names: Iterable[str]) -> list[str]:
     return sorted({name for rank_names in gathered for name in rank_names})
 
 
+def all_gathered(items: list[T]) -> list[T]:
+    """Every rank's ``items`` concatenated in rank order (``items`` itself in a single process): what every rank must
+    record alike, such as match results that rate the job's policies."""
+    if not is_distributed():
+        return items
+    gathered: list[Any] = [None] * world_size()
+    dist.all_gather_object(gathered, items)
+    return [item for rank_items in gathered for item in rank_items]
+
+
 def from_main(fn: Callable[[], T]) -> T:
     """``fn()`` run on rank 0 only, its result (or the error it raised) given to every rank.
 

@@ -100,7 +100,7 @@ class TrainConfig:
     snapshot_win_rate: float = 0.7
     """Self-play: a snapshot is also taken once the learner's mean score against the snapshots (win 1, draw 0.5)
     over its last 100 games reaches this."""
-    # populations (Sample Factory's num_policies and PBT; the asynchronous scheme)
+    # populations (Sample Factory's num_policies and PBT; the sync and async schemes)
     num_policies: int = 1
     """Learning policies that share the envs, each with its own model and optimiser; each agent's episode is
     played by one of them (train()'s policy_mapping; default: a random one, re-drawn every

@@ -30,12 +30,15 @@ class SchemeSpec:
     so the scheme can sample with ``send``/``recv``. ``distributed``: one process per rank runs it
     (``vecfast.train(num_processes=N)`` or a launcher such as ``torchrun`` starts them).
     ``defaults``: config values it prefers, below the env family's and the algorithm's.
+    ``takes_plan``: its factory takes ``plan=`` (an :data:`~vecfast.trainers.acting_plan.PlanFactory`), so that
+    self-play and populations run under it.
     """
 
     factory: SchemeFactory
     double_buffered: bool = False
     distributed: bool = False
     defaults: dict[str, Any] = field(default_factory=dict)
+    takes_plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,16 @@ PAIRS = {"appo": ("ppo", "async"), "ddppo": ("ppo", "distributed")}  # names for
 _SYNC_PPO = {"num_epochs": 4, "batch_size": 256, "learning_rate": 3e-4}
 _BUILTIN_ALGORITHMS = {"ppo": ("vecfast.trainers.ppo", "PPO", {})}
 _BUILTIN_SCHEMES = {
-    "sync": ("vecfast.trainers.schemes.synchronous", "SyncTrainer", {"defaults": _SYNC_PPO}),
-    "async": ("vecfast.trainers.schemes.asynchronous", "AsyncTrainer", {"double_buffered": True}),
+    "sync": ("vecfast.trainers.schemes.synchronous", "SyncTrainer", {"defaults": _SYNC_PPO, "takes_plan": True}),
+    "async": (
+        "vecfast.trainers.schemes.asynchronous",
+        "AsyncTrainer",
+        {"double_buffered": True, "takes_plan": True},
+    ),
     "distributed": (
         "vecfast.trainers.schemes.distributed",
         "DistributedTrainer",
-        {"distributed": True, "defaults": _SYNC_PPO},
+        {"distributed": True, "defaults": _SYNC_PPO, "takes_plan": True},
     ),
 }
 _ALGORITHMS: dict[str, AlgorithmSpec] = {}
@@ -94,10 +101,12 @@ def register_scheme(
     double_buffered: bool = False,
     distributed: bool = False,
     defaults: dict[str, Any] | None = None,
+    takes_plan: bool = False,
 ) -> None:
-    """Make ``scheme=name`` build its trainer with ``factory(env, algorithm_factory, cfg, total_env_steps)``."""
+    """Make ``scheme=name`` build its trainer with ``factory(env, algorithm_factory, cfg, total_env_steps)`` (and
+    ``plan=``, the acting plan's factory, if ``takes_plan``)."""
     _check_new(name, factory, _SCHEMES, _BUILTIN_SCHEMES)
-    _SCHEMES[name] = SchemeSpec(factory, double_buffered, distributed, dict(defaults or {}))
+    _SCHEMES[name] = SchemeSpec(factory, double_buffered, distributed, dict(defaults or {}), takes_plan)
 
 
 def _check_new(name: str, factory: Any, registered: dict[str, Any], builtins: dict[str, Any]) -> None:

@@ -100,10 +100,6 @@ def resolve_run(
     recipe = resolve(algo, scheme)
     if num_envs is not None and "num_envs_per_worker" in overrides:
         raise ValueError("give num_envs (in all) or num_envs_per_worker, not both")
-    if policy_mapping is not None and recipe.scheme != "async":
-        raise ValueError(
-            f"policy_mapping is for populations, which train under the asynchronous scheme; not {recipe.label}"
-        )
     if not recipe.scheme_spec.distributed and num_processes not in (None, 1):
         raise ValueError(f"num_processes is for distributed schemes (algo='ddppo'); {recipe.label} runs in one")
     if num_processes is not None and num_processes < 1:
@@ -136,7 +132,9 @@ def resolve_run(
         tuning = _auto_tune(source, recipe, layers)
         choice = tuning.choice
         layers = layers.with_user(num_workers=choice.num_workers, num_envs_per_worker=choice.num_envs_per_worker)
-    resolve_device(layers.config())  # bad keys or values, or a device this machine lacks, fail before the envs
+    cfg = layers.config()
+    resolve_device(cfg)  # bad keys or values, or a device this machine lacks, fail before the envs
+    _check_acting_plan(recipe, cfg, policy_mapping)
     if run_dir is None and rank is None and source.id is not None:
         run_dir = default_run_dir(source.id, recipe.label)  # named before the envs start: their chatter goes there
     return RunSpec(
@@ -152,6 +150,17 @@ def resolve_run(
         tuning=tuning,
         state=state,
     )
+
+
+def _check_acting_plan(recipe: Recipe, cfg: TrainConfig, policy_mapping: Any) -> None:
+    """Populations and their ``policy_mapping`` where the scheme runs them (before the envs start)."""
+    if policy_mapping is not None and cfg.num_policies == 1:
+        raise ValueError("policy_mapping is for populations (num_policies > 1); this run trains one policy")
+    if cfg.num_policies > 1 and (recipe.scheme_spec.distributed or not recipe.scheme_spec.takes_plan):
+        raise ValueError(
+            f"num_policies={cfg.num_policies}: populations train under the sync and async schemes (algo='ppo' or "
+            f"'appo'), not {recipe.label}"
+        )
 
 
 def train_arguments(function: Callable[..., Any]) -> list[str]:

@@ -111,6 +111,10 @@ class Received:
     ids: torch.Tensor
     obs: dict[str, torch.Tensor]
 
+    def rows(self, mask: torch.Tensor) -> Received:
+        """The envs that ``mask`` (one entry per env received) selects."""
+        return Received(self.ids_np[mask.cpu().numpy()], self.ids[mask], {k: v[mask] for k, v in self.obs.items()})
+
 
 @dataclass(frozen=True)
 class Acted:

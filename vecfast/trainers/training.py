@@ -29,6 +29,7 @@ from gymnasium.envs.registration import _find_spec, load_env_creator  # make_vec
 from gymnasium.vector import VectorEnv
 
 from vecfast import chatter
+from vecfast.selfplay import plan_for
 from vecfast.trainers import collective
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.env_source import EnvSource
@@ -141,9 +142,9 @@ def train(
     or a VectorEnv (which is left open). A PettingZoo env (``pettingzoo.classic.connect_four_v3``,
     ``vecfast.multiagent.doom_duel_v0``: the module, an env, or a function making one) trains on
     ``num_workers * num_envs_per_worker`` matches as one vector env of agent slots
-    (:mod:`vecfast.multiagent.from_pettingzoo`); under the asynchronous scheme (``"appo"``, the default)
-    the learner plays itself and its past snapshots (:mod:`vecfast.selfplay.league`; ``opponent_seats=0``:
-    itself only), and ``metrics.jsonl`` holds its Elo. ``algo``: a registered algorithm (``"ppo"``) run under
+    (:mod:`vecfast.multiagent.from_pettingzoo`); under every scheme the learner plays itself and its past
+    snapshots (:mod:`vecfast.selfplay.league`; ``opponent_seats=0``: itself only), and ``metrics.jsonl`` holds its
+    Elo (the acting plan: :func:`vecfast.selfplay.plan_for`). ``algo``: a registered algorithm (``"ppo"``) run under
     ``scheme`` (``"sync"``, the default, ``"async"`` or ``"distributed"``), or a pair's name:
     ``"appo"`` (PPO, async) or ``"ddppo"`` (PPO, distributed). ``overrides``: any
     :class:`TrainConfig` key, e.g. ``num_workers=2, rollout=32, learning_rate=3e-4``. ``env_kwargs``:
@@ -151,7 +152,7 @@ def train(
     ``scenes``, Doom's ``frame_skip``); the run stores them (plain data), so that ``resume`` and
     ``vecfast.evaluate(run_dir)`` rebuild the same env. ``num_envs``: envs in all (per rank), split
     over ``num_workers`` as ``vecfast bench`` does (instead of ``num_envs_per_worker``).
-    ``num_policies=N`` (the asynchronous scheme) trains a population of N policies on the envs, each agent's
+    ``num_policies=N`` (the sync and async schemes) trains a population of N policies on the envs, each agent's
     episodes played by ``policy_mapping(agent_id, episode)`` (an :class:`~vecfast.selfplay.EpisodeId`; default a
     random policy, re-drawn every ``resample_policy_every_episodes``), ``policies_to_train`` learning and
     ``with_pbt=True`` evolving them (:mod:`vecfast.selfplay.population`); ``policy_mapping`` is code, so pass it
@@ -290,8 +291,8 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
                 }
             )
         factory = recipe.scheme_spec.factory
-        if spec.policy_mapping is not None:
-            factory = functools.partial(factory, policy_mapping=spec.policy_mapping)
+        if recipe.scheme_spec.takes_plan:
+            factory = functools.partial(factory, plan=plan_for(spec.policy_mapping))
         trainer = factory(vec_env, recipe.algorithm.factory, _for_rank(cfg, rank), spec.total_env_steps)
         if state is not None:
             trainer.load_state_dict(state)

@@ -15,15 +15,15 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from gymnasium.vector import VectorEnv
 
-from vecfast.selfplay.league import league_for
-from vecfast.selfplay.population import PolicyMappingFn, Population
+from vecfast.trainers.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.learners import Learners, mean_terms
 from vecfast.trainers.metrics import IterationMetrics, PolicyLag
 from vecfast.trainers.protocols import AlgorithmFactory
 from vecfast.trainers.sampler import POLL_SECONDS, Sampler
@@ -62,9 +62,10 @@ class Batcher(threading.Thread):
 
 class AsyncTrainer:
     """Asynchronous sampling and learning over a vector env with ``send``/``recv`` (any VectorEnv works, without
-    overlap). The learning side is a :class:`~vecfast.selfplay.population.Population`: one policy by default;
-    ``cfg.num_policies`` of them, each agent's episodes mapped by ``policy_mapping``, as in Sample Factory. One
-    learning policy on a vector env of agent slots self-plays against its snapshots (:mod:`vecfast.selfplay.league`).
+    overlap). The learning side is :class:`~vecfast.trainers.learners.Learners` (one policy, or ``cfg.num_policies``
+    as in Sample Factory); who acts for which slot is the acting plan ``plan(env, learners, cfg)`` builds
+    (:mod:`vecfast.trainers.acting_plan`; ``vecfast.train`` passes :func:`vecfast.selfplay.plan_for`'s: self-play
+    in matches, populations).
     """
 
     def __init__(
@@ -74,39 +75,38 @@ class AsyncTrainer:
         cfg: TrainConfig,
         total_env_steps: int,
         *,
-        policy_mapping: PolicyMappingFn | None = None,
+        plan: PlanFactory = single_policy,
     ) -> None:
         self.cfg, self.total_env_steps = cfg, total_env_steps
-        self.population = population = Population(env, algorithm, cfg, policy_mapping)
-        self.agent = population.agents[0]
+        self.learners = learners = Learners(env, algorithm, cfg, acting_copies=True)
+        self.agent = learners.agents[0]
         self.model = self.agent.model
+        self.plan = plan(env, learners, cfg)
         batch = (cfg.batch_size // cfg.rollout) * cfg.num_batches_per_epoch  # trajectories per iteration
         # each env fills one slot; one batch is being gathered while the next fills up
         num_slots = env.num_envs + 2 * batch
-        self.league = league_for(env, population.acting[0], self.model, cfg) if cfg.num_policies == 1 else None
-        if self.league is not None:
-            acting = {"policies": self.league.policies, "mapping": self.league.mapping}
-            acting["on_episode_end"] = self.league.episode_ended
-        elif cfg.num_policies > 1:
-            acting = {"policies": population.acting, "mapping": population.mapping}
-            acting["on_episode_end"] = population.episode_ended
-        else:
-            acting = {"policies": population.acting}
         self.worker = PolicyWorker(
-            env, rollout=cfg.rollout, num_slots=num_slots, seed=cfg.seed, stats_avg=cfg.stats_avg, **acting
+            env,
+            self.plan.policies,
+            rollout=cfg.rollout,
+            num_slots=num_slots,
+            seed=cfg.seed,
+            stats_avg=cfg.stats_avg,
+            mapping=self.plan.mapping,
+            on_episode_end=self.plan.episode_ended,
         )
         self.sampler = self.worker.sampler
         self.batcher = Batcher(self.sampler, batch)
         self._started = False
 
     def iterations(self) -> Iterator[IterationMetrics]:
-        worker, sampler, population = self.worker, self.sampler, self.population
+        worker, sampler, learners, plan = self.worker, self.sampler, self.learners, self.plan
 
         def publish(policy: int) -> None:
-            agent = population.agents[policy]
+            agent = learners.agents[policy]
             worker.publish(agent.model, agent.algorithm.version, policy)
 
-        for p in range(population.num_policies):
+        for p in range(len(learners)):
             publish(p)
         if not self._started:
             self._started = True
@@ -116,16 +116,16 @@ class AsyncTrainer:
             wait_start = time.perf_counter()
             batch = self._next_batch()
             learn_start = time.perf_counter()
-            lag = population.lag_of(batch)
-            learned = population.learn(batch, sampler.env_steps / self.total_env_steps, publish)
-            if self.league is not None:
-                self.league.on_update(self.agent.algorithm.version)
+            lag = learners.lag_of(batch)
+            progress = sampler.env_steps / self.total_env_steps
+            learned = learners.learn(batch, progress, on_policy=False, after_step=publish)
+            plan.learned(learned, publish)
             yield IterationMetrics(
                 env_steps=sampler.env_steps,
-                learner_steps=population.learner_steps,
+                learner_steps=learners.learner_steps,
                 episodes=sampler.episodes.summary(),
                 policy_lag=PolicyLag(lag.min().item(), lag.mean().item(), lag.max().item()) if len(lag) else None,
-                learning=_mean_terms(learned.values()),
+                learning=mean_terms(learned.values()),
                 timings={
                     "time_learner_waiting": learn_start - wait_start,
                     "time_learning": time.perf_counter() - learn_start,
@@ -133,11 +133,7 @@ class AsyncTrainer:
                     "time_inference": sampler.timings.inference,
                     "time_sampler_waiting_slots": sampler.timings.waiting_slots,
                 },
-                extra={
-                    "full_trajectories": sampler.full.qsize(),
-                    **population.summary(),
-                    **(self.league.summary() if self.league else {}),
-                },
+                extra={"full_trajectories": sampler.full.qsize(), **plan.summary()},
             )
 
     def _next_batch(self) -> Trajectories:
@@ -157,10 +153,9 @@ class AsyncTrainer:
         # where each slot's episode numbering (the policy mapping's input) goes on from, so a resumed run's draws
         # continue its sequence rather than replay its first ones
         state["episodes_started"] = self.sampler.episodes_started.tolist()
-        if self.population.num_policies > 1:
-            state["population"] = self.population.state_dict()
-        if self.league is not None:
-            state["league"] = self.league.state_dict()
+        state["acting_plan"] = self.plan.state_dict()
+        if len(self.learners) > 1:
+            state["population"] = self.learners.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -168,11 +163,11 @@ class AsyncTrainer:
         started = state.get("episodes_started")  # absent from older checkpoints
         if started is not None and len(started) == len(self.sampler.episodes_started):
             self.sampler.episodes_started[:] = started
-        if self.population.num_policies > 1:
-            self.population.load_state_dict(state["population"])
-        if self.league is not None and "league" in state:
-            self.league.load_state_dict(state["league"])
-        for p, agent in enumerate(self.population.agents):
+        if len(self.learners) > 1:
+            self.learners.load_state_dict(state["population"])
+        if "acting_plan" in state:
+            self.plan.load_state_dict(state["acting_plan"])
+        for p, agent in enumerate(self.learners.agents):
             self.worker.publish(agent.model, agent.algorithm.version, p)
 
     def close(self) -> None:
@@ -182,11 +177,3 @@ class AsyncTrainer:
         for thread in (self.batcher, self.worker):
             if thread.is_alive():
                 thread.join()
-
-
-def _mean_terms(learned: Iterable[dict[str, float]]) -> dict[str, float]:
-    """The loss terms averaged over the policies that learned (one policy: its own)."""
-    learned = list(learned)
-    if len(learned) == 1:
-        return learned[0]
-    return {key: sum(terms[key] for terms in learned) / len(learned) for key in (learned[0] if learned else {})}

@@ -20,6 +20,7 @@ from gymnasium.vector import VectorEnv
 from torch.nn.parallel import DistributedDataParallel
 
 from vecfast.trainers import collective
+from vecfast.trainers.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.protocols import AlgorithmFactory
@@ -79,9 +80,26 @@ class Preemption:
 
 
 class DistributedTrainer(SyncTrainer):
-    """One rank of a DD-PPO run: needs the process group its launch set up (:mod:`vecfast.trainers.launch`)."""
+    """One rank of a DD-PPO run: needs the process group its launch set up (:mod:`vecfast.trainers.launch`).
 
-    def __init__(self, env: VectorEnv, algorithm: AlgorithmFactory, cfg: TrainConfig, total_env_steps: int) -> None:
+    Self-play runs in every rank: each rank's league draws its own opponents, and the match results are gathered
+    before the books take them, so the Elo ratings and snapshots are the job's (and the ranks' learners stay equal).
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv,
+        algorithm: AlgorithmFactory,
+        cfg: TrainConfig,
+        total_env_steps: int,
+        *,
+        plan: PlanFactory = single_policy,
+    ) -> None:
+        if cfg.num_policies > 1:
+            raise ValueError(
+                f"num_policies={cfg.num_policies}: populations train under the sync and async schemes (algo='ppo' "
+                "or 'appo'); DD-PPO's ranks would each learn every policy from different numbers of steps"
+            )
         if not dist.is_initialized():
             raise RuntimeError(
                 "the distributed scheme runs in the ranks of a distributed launch: vecfast.train(..., "
@@ -89,4 +107,6 @@ class DistributedTrainer(SyncTrainer):
             )
         world = collective.world_size()
         preemption = Preemption(world, cfg.sync_frac, math.ceil(cfg.min_rollout_fraction * cfg.rollout))
-        super().__init__(env, algorithm, cfg, total_env_steps, learn_with=learn_through_ddp, rollout_end=preemption)
+        super().__init__(
+            env, algorithm, cfg, total_env_steps, plan=plan, learn_with=learn_through_ddp, rollout_end=preemption
+        )

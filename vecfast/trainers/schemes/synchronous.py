@@ -1,9 +1,16 @@
-"""The synchronous scheme: step every env ``rollout`` times with the current policy, then learn from it.
+"""The synchronous scheme: step every env ``rollout`` times with the current policies, then learn from it.
 
 One loop, as in CleanRL. The data is on-policy, so the algorithm learns from it with the values
 the policy predicted while acting. In a distributed run (:mod:`.distributed`) each rank runs this
 loop over its own envs: step counts, episode statistics and loss terms are summed or averaged over
 the ranks (:mod:`vecfast.trainers.collective`), and a :class:`RolloutEnd` may end a rollout early.
+
+Who acts for which env is the acting plan's (:mod:`vecfast.trainers.acting_plan`): one policy, a league or a
+population. In matches whose agents act in turns (a board game) only the slots to move are stepped, so the slots
+fill at different times: a rollout ends once ``num_envs`` trajectories of ``rollout`` steps are complete; a slot
+whose trajectory completed earlier went on acting (its move lets the opponent move) into its next trajectory,
+which the next rollout learns from with those first steps one update old (PPO's clipped ratio covers that, as it
+covers its own epochs).
 """
 
 from __future__ import annotations
@@ -16,14 +23,15 @@ import torch
 from gymnasium.vector import VectorEnv
 
 from vecfast.multiagent.slots import slot_layout_of
-from vecfast.multiagent.turn_based import TurnBasedVectorEnv
 from vecfast.trainers import collective
-from vecfast.trainers.agent import Agent
+from vecfast.trainers.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.learners import Learners, mean_terms
 from vecfast.trainers.metrics import IterationMetrics
 from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.sampler import Sampler, StepAsRecv
+from vecfast.trainers.sampler import Received, Sampler, StepAsRecv
+from vecfast.wrappers.base import has_async_api
 
 
 class RolloutEnd(Protocol):
@@ -63,25 +71,12 @@ def check_rollout_splits(num_envs: int, cfg: TrainConfig) -> None:
         )
 
 
-def refuse_turn_based(env: VectorEnv) -> None:
-    """A ValueError for matches whose agents act in turns: this scheme steps every slot at once, so the rows of the
-    slots waiting for their turn would be learned from as moves (the asynchronous scheme acts on the slots whose
-    turn it is, and self-plays)."""
-    layout = slot_layout_of(env)
-    if layout is not None and isinstance(env.unwrapped, TurnBasedVectorEnv):
-        raise ValueError(
-            f"the synchronous scheme steps every slot at once, and the {layout.num_agents} agents of a turn-based "
-            "game (a PettingZoo AEC env such as connect four) act in turns: train it with algo='appo', which "
-            "self-plays against its snapshots and reports its Elo"
-        )
-
-
-def _nothing() -> None:
+def _nothing(policy: int) -> None:
     pass
 
 
 class SyncTrainer:
-    """Synchronous sampling and learning over any gymnasium VectorEnv."""
+    """Synchronous sampling and learning over any gymnasium VectorEnv, acting by ``plan(env, learners, cfg)``."""
 
     def __init__(
         self,
@@ -90,37 +85,49 @@ class SyncTrainer:
         cfg: TrainConfig,
         total_env_steps: int,
         *,
+        plan: PlanFactory = single_policy,
         learn_with: Callable[[ActorCritic], ActorCritic] | None = None,
         rollout_end: RolloutEnd | None = None,
     ) -> None:
-        if cfg.num_policies > 1:
-            raise ValueError(
-                f"num_policies={cfg.num_policies}: populations train under the asynchronous scheme (algo='appo'), "
-                "as in Sample Factory"
-            )
         check_rollout_splits(env.num_envs, cfg)
-        refuse_turn_based(env)
         self.env, self.cfg, self.total_env_steps = env, cfg, total_env_steps
-        self.agent = Agent(env, algorithm, cfg, learn_with)
+        self.learners = Learners(env, algorithm, cfg, acting_copies=False, learn_with=learn_with)
+        self.agent = self.learners.agents[0]
         self.model, self.device = self.agent.model, self.agent.device
+        self.plan = plan(env, self.learners, cfg)
+        layout = slot_layout_of(env)
+        self.in_turns = layout is not None and layout.in_turns
+        if self.in_turns and not has_async_api(env):
+            raise ValueError(
+                "agents that act in turns are stepped through send/recv (only the slots to move), and a wrapper of "
+                "this env does not forward them: wrap it with vecfast.wrappers, which do"
+            )
+        # in turns, a slot acts on into its next trajectory while the others complete theirs (module docstring)
         self.sampler = Sampler(
-            StepAsRecv(env), self.model, cfg.rollout, env.num_envs, seed=cfg.seed, stats_avg=cfg.stats_avg
+            env if self.in_turns else StepAsRecv(env),
+            self.plan.policies,
+            cfg.rollout,
+            3 * env.num_envs if self.in_turns else env.num_envs,
+            mapping=self.plan.mapping,
+            on_episode_end=self.plan.episode_ended,
+            seed=cfg.seed,
+            stats_avg=cfg.stats_avg,
         )
         self.rollout_end = rollout_end or FullRollouts()
         self.env_steps = 0  # by every rank
 
     def iterations(self) -> Iterator[IterationMetrics]:
-        cfg, sampler = self.cfg, self.sampler
+        cfg, sampler, learners = self.cfg, self.sampler, self.learners
         n = self.env.num_envs
         received = sampler.reset()
         while True:
             sample_start = time.perf_counter()
             ranks_sync = 0.0  # coordinating with the other ranks: preemption polls, then the steps' count
             self.rollout_end.begin()
-            steps = 0
+            steps, steps_before = 0, sampler.env_steps
             while True:
                 poll_start = time.perf_counter()
-                stop = steps >= cfg.rollout or self.rollout_end.stop_early(steps)
+                stop = self._rollout_over(received, steps)
                 ranks_sync += time.perf_counter() - poll_start
                 if stop:
                     break
@@ -128,24 +135,27 @@ class SyncTrainer:
                 received = sampler.observe()
                 steps += 1
             self.rollout_end.finished()
-            sampler.end_trajectories(received)
+            sampler.end_trajectories(self._completing(received))
             sync_start = time.perf_counter()  # the other ranks' rollouts end here too: waiting for the slowest
-            self.env_steps += int(collective.all_sum(torch.tensor([n * steps])).item())
+            self.env_steps += int(collective.all_sum(torch.tensor([sampler.env_steps - steps_before])).item())
             ranks_sync += time.perf_counter() - sync_start
             slots = sampler.take_full(n)
             sample_time = time.perf_counter() - sample_start
 
             learn_start = time.perf_counter()
-            # each env refills its own slot (env i, slot i), so the slots are the batch as they stand
-            batch = sampler.slots if steps == cfg.rollout else sampler.slots.prefix(steps)  # preempted: as is
+            if self.in_turns:
+                batch = sampler.slots.select(torch.tensor(slots, device=self.device))
+            else:  # each env refills its own slot (env i, slot i), so the slots are the batch as they stand
+                batch = sampler.slots if steps == cfg.rollout else sampler.slots.prefix(steps)  # preempted: as is
             progress = self.env_steps / self.total_env_steps
-            learned = self.agent.algorithm.learn(batch, progress, on_policy=True, after_step=_nothing)
+            learned = learners.learn(batch, progress, on_policy=True, after_step=_nothing)
+            self.plan.learned(learned, _nothing)  # the learners act themselves: nothing to publish
             sampler.release(slots)
             yield IterationMetrics(
                 env_steps=self.env_steps,
-                learner_steps=self.agent.algorithm.version,
+                learner_steps=learners.learner_steps,
                 episodes=sampler.episodes.summary(),
-                learning=collective.all_mean(learned),
+                learning=collective.all_mean(mean_terms(learned.values())),
                 timings={
                     "time_sampling": sample_time,
                     "time_ranks_sync": ranks_sync,  # of the sampling
@@ -153,14 +163,42 @@ class SyncTrainer:
                     "time_envs": sampler.timings.waiting_envs,  # cumulative, as APPO's: of the sampling above
                     "time_inference": sampler.timings.inference,
                 },
-                extra={"rollout_steps": steps},
+                extra={"rollout_steps": steps, **self.plan.summary()},
             )
 
+    def _rollout_over(self, received: Received, steps: int) -> bool:
+        """Whether the rollout ends at ``received``: ``num_envs`` trajectories complete, or a :class:`RolloutEnd`
+        ending it early (envs that all step at once)."""
+        if self.in_turns:
+            return self.sampler.full.qsize() + int(self._complete(received).sum()) >= self.env.num_envs
+        return steps >= self.cfg.rollout or self.rollout_end.stop_early(steps)
+
+    def _complete(self, received: Received) -> torch.Tensor:
+        return self.sampler.step_in_slot[received.ids] == self.cfg.rollout
+
+    def _completing(self, received: Received) -> Received:
+        """The envs of ``received`` whose trajectories end with this rollout: all of them where every env steps at
+        once (a preempted rollout ends short), those that hold a whole trajectory where agents act in turns (the
+        others wait to act with the new policy)."""
+        return received.rows(self._complete(received)) if self.in_turns else received
+
     def state_dict(self) -> dict[str, Any]:
-        return self.agent.state_dict(self.env_steps)
+        state = self.agent.state_dict(self.env_steps)
+        state["episodes_started"] = self.sampler.episodes_started.tolist()  # the plan's draws continue on resume
+        state["acting_plan"] = self.plan.state_dict()
+        if len(self.learners) > 1:
+            state["population"] = self.learners.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = self.agent.load_state_dict(state)
+        started = state.get("episodes_started")
+        if started is not None and len(started) == len(self.sampler.episodes_started):
+            self.sampler.episodes_started[:] = started
+        if len(self.learners) > 1:
+            self.learners.load_state_dict(state["population"])
+        if "acting_plan" in state:
+            self.plan.load_state_dict(state["acting_plan"])
 
     def close(self) -> None:
         """Nothing to stop: everything runs in the caller's thread."""
