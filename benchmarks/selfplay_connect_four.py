@@ -2,9 +2,10 @@
 
     python benchmarks/selfplay_connect_four.py --minutes 30 --seeds 0-2 --checkpoint-every-min 5 --games 200
 
-Each seed trains ``vecfast.train(connect_four_v3)`` (APPO: the learner against itself and its snapshots) for
-``--minutes``, keeping a checkpoint every ``--checkpoint-every-min``, in ``--runs/seed<N>``. Every checkpoint then
-plays ``--games`` games (seats alternated) against the untrained policy of the same config
+Each seed trains ``vecfast.train(connect_four_v3, algo=--algo)`` (APPO by default; the learner against itself and
+its snapshots) for ``--minutes``, keeping a checkpoint every ``--checkpoint-every-min``, in ``--runs/seed<N>``. Every
+checkpoint then plays ``--games`` games (seats alternated) against random legal moves, the untrained policy of the
+same config
 (``opponent="initial"``; both sides sample their moves, as deterministic play of two fixed policies repeats the
 same two games) and against a one-ply bot (it takes a winning move if there is one, blocks the opponent's if there
 is one, else plays a random legal move) twice: sampling its moves, and playing its most likely move (``argmax``:
@@ -60,6 +61,7 @@ class Opponent:
 
 
 OPPONENTS = {
+    "random": Opponent(lambda: "random", argmax=False),
     "initial": Opponent(lambda: "initial", argmax=False),
     "one_ply": Opponent(lambda: one_ply_connect_four(seed=0), argmax=False),
     "one_ply_argmax": Opponent(lambda: one_ply_connect_four(seed=0), argmax=True),
@@ -142,6 +144,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="train each seed's run on for --minutes more")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--csv", type=Path, default=CSV, help="the curve's file, one row appended per point")
+    parser.add_argument("--algo", default="appo", help="appo (default), ppo (sync) or ddppo")
     parser.add_argument(
         "--against",
         choices=sorted(TRAINED_AGAINST),
@@ -154,6 +157,7 @@ def main() -> None:
         if args.minutes > 0:
             result = train(
                 TRAINED_AGAINST[args.against],
+                algo=args.algo,
                 total_env_steps=10**10,
                 run_dir=run_dir,
                 resume=args.resume,

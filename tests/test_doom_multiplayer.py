@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from gymnasium.error import AlreadyPendingCallError
 from helpers import descendants, shm_entries, shm_files_used_by, vizdoom_shm_left, wait_gone
 from pettingzoo.test import api_test, parallel_api_test
 
@@ -273,3 +274,68 @@ def test_vector_env_starts_all_matches_again_when_a_game_dies(process_guard: Any
         assert infos["active"].all() and len(games()) == 4
     finally:
         env.close()
+
+
+def test_matches_step_half_at_a_time_through_send_and_recv(process_guard: Any) -> None:
+    """Double-buffered: recv returns the matches of the earliest send, while the other half steps (as APPO samples);
+    a slot that owes an action cannot be received twice, and a send that cuts a match is refused."""
+    env = doom_duel_v0.vector_env(4, timelimit_minutes=SHORT)
+    process_guard.watch(descendants())
+    try:
+        assert env.double_buffered
+        env.async_reset(seed=0)
+        obs, rewards, _, _, infos = env.recv()
+        assert infos["env_id"].tolist() == list(range(8)) and obs["screen"].shape == (8, 3, 72, 128)
+        with pytest.raises(ValueError, match="cut match 1"):
+            env.send(np.tile(NOOP, (3, 1)), np.array([0, 1, 2]))
+        env.send(np.tile(NOOP, (8, 1)), np.arange(8))  # a job per half of each worker's matches
+        halves, ends = [], 0
+        for _ in range(120):  # 60 steps of each half: its matches end once (52-53 steps)
+            obs, rewards, terminated, truncated, infos = env.recv()
+            ids = infos["env_id"]
+            assert len(ids) == 4 and (ids.reshape(2, 2) // 2 == ids.reshape(2, 2)[:, :1] // 2).all()  # whole matches
+            assert obs["screen"].shape == (4, 3, 72, 128) and infos["agent_id"].tolist() == ["player_0", "player_1"] * 2
+            halves.append(tuple(ids.tolist()))
+            ends += int(truncated.sum())
+            with pytest.raises(AlreadyPendingCallError):
+                env.send(np.tile(NOOP, (4, 1)), [i for i in range(8) if i not in ids][:4])
+            env.send(np.tile(NOOP, (4, 1)), ids)
+        assert set(halves) == {(0, 1, 2, 3), (4, 5, 6, 7)}  # the two halves of every worker take turns
+        assert ends == 8  # every slot's match ended once
+    finally:
+        env.close()
+    assert games() == []
+
+
+def test_a_dead_game_restarts_the_matches_of_a_double_buffered_env(process_guard: Any) -> None:
+    """The half stepping when a game dies reports it at once; the other half when next sent; then each slot's next
+    send starts its new match (reward 0, not active)."""
+    env = doom_duel_v0.vector_env(4, timelimit_minutes=1.0, timeout=5.0)
+    process_guard.watch(descendants())
+    try:
+        env.async_reset(seed=0)
+        env.recv()
+        env.send(np.tile(NOOP, (8, 1)), np.arange(8))
+        _, _, _, _, infos = env.recv()
+        waiting = infos["env_id"]  # with the caller; the other half steps
+        victims = games()
+        for game in victims:
+            game.kill()
+        _, _, _, truncated, infos = env.recv()  # the stepping half finds its games dead
+        stepping = infos["env_id"]
+        assert truncated.all() and set(stepping.tolist()).isdisjoint(waiting.tolist()) and env.restarts == 1
+        env.send(np.tile(NOOP, (4, 1)), waiting)  # the other half reports its end when sent
+        _, rewards, _, truncated, infos = env.recv()
+        assert infos["env_id"].tolist() == waiting.tolist() and truncated.all() and "match_restarted" in infos
+        for half in (stepping, waiting):  # then each starts its new match
+            env.send(np.tile(NOOP, (4, 1)), half)
+            _, rewards, _, truncated, infos = env.recv()
+            assert infos["env_id"].tolist() == half.tolist()
+            assert not truncated.any() and not infos["active"].any() and (rewards == 0).all()
+        env.step(np.tile(NOOP, (8, 1)))
+        _, _, _, truncated, infos = env.step(np.tile(NOOP, (8, 1)))
+        assert infos["active"].all() and not truncated.any() and len(games()) == 8
+        assert wait_gone(victims, timeout=5) == []
+    finally:
+        env.close()
+    assert games() == []

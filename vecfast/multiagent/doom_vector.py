@@ -6,13 +6,16 @@ trainers (many matches) both play through :class:`DoomMatchesVectorEnv`.
 
 from __future__ import annotations
 
+import enum
 import functools
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_space, create_empty_array
 
 from vecfast.envs.doom.full_game_env import checked_reward_shaping
 from vecfast.multiagent.doom_player import DoomPlayerEnv, MatchNetwork, PortTakenError
@@ -30,6 +33,21 @@ def outcomes(frags: np.ndarray) -> list[str]:
     """Each player's result by final frags: ``"win"`` (most, alone), ``"draw"`` (most, tied) or ``"loss"``."""
     top = frags == frags.max()
     return ["loss" if not best else "win" if top.sum() == 1 else "draw" for best in top]
+
+
+class SlotPhase(enum.IntEnum):
+    """Where an agent slot is in its send/recv cycle. The two ``OWES_*`` and ``*_READY`` pairs carry a restart:
+    the slot reports its match's end (truncated), then its next action starts the new match."""
+
+    IDLE = 0  # recv returned it: it owes an action
+    SENT = 1  # stepping in its player's game
+    OWES_REPORT = 2  # its match was torn down while it waited for an action: send returns the truncation
+    REPORT_READY = 3  # recv returns its truncation (the last observation, ``match_restarted``)
+    OWES_RESET = 4  # it has reported the truncation: send returns the new match's first observation
+    RESET_READY = 5  # recv returns the new match's first observation (reward 0, ``active`` False)
+
+
+HELD = (SlotPhase.REPORT_READY, SlotPhase.RESET_READY)  # what recv returns without the games
 
 
 class DoomMatchesVectorEnv(VectorEnv):
@@ -52,13 +70,20 @@ class DoomMatchesVectorEnv(VectorEnv):
     ``true_objective`` (1.0 for an outright win, else 0.0; with built-in bots in the match,
     the player's frags). ``NEXT_STEP`` autoreset: an ended match's next step resets it.
 
+    EnvPool's asynchronous API, whole matches at a time (their players play in lockstep): :meth:`async_reset`,
+    :meth:`send` (actions for the slots of whole matches) and :meth:`recv` (the slots of the earliest send not yet
+    returned, once all have stepped: ``info["env_id"]`` names them); ``step`` is ``send`` of every slot and ``recv``.
+    ``double_buffered`` (when each worker holds an even number of matches, at least 2) splits every worker's matches
+    into two halves that step while the caller acts on the other, as APPO samples: send the slots that recv returned.
+
     Reliability: a failure anywhere (a player process that dies, a match that stops
     answering for ``timeout`` seconds, a host that cannot start) tears down every match of
     this env (its processes killed) and starts them again (in a fresh network, or on fresh
-    ports): that step returns every slot ``truncated=True`` with ``info["match_restarted"]``
-    (the reason) and the next step, or ``reset``, starts the new matches. A start that fails
-    (a host whose port another process took meanwhile, games that do not connect) is tried
-    again likewise, up to ``max_start_attempts`` times in all.
+    ports): each slot then reports ``truncated=True`` with ``info["match_restarted"]`` (the
+    reason) once (the slots stepping at once, and each other slot when it is next sent),
+    and its next step starts the new match. A start that fails (a host whose port another
+    process took meanwhile, games that do not connect) is tried again likewise, up to
+    ``max_start_attempts`` times in all.
 
     The network (see :class:`~vecfast.multiagent.doom_player.MatchNetwork`): by default the
     games play in a private network of their own where the platform allows it
@@ -72,6 +97,7 @@ class DoomMatchesVectorEnv(VectorEnv):
         num_agents: learning players per match.
         num_workers: a multiple of ``num_agents`` whose quotient divides ``num_matches``;
             default ``num_agents`` (one worker per player position).
+        double_buffered: see above (default True).
         timeout: seconds the games wait for each other (connecting, and per step).
         max_start_attempts, network_isolation: see above.
         spin_us: as for :class:`~vecfast.vector.AsyncSharedMemVectorEnv`.
@@ -87,6 +113,7 @@ class DoomMatchesVectorEnv(VectorEnv):
         num_agents: int = 2,
         *,
         num_workers: int | None = None,
+        double_buffered: bool = True,
         timeout: float = 20.0,
         max_start_attempts: int = 5,
         spin_us: float = 200.0,
@@ -106,7 +133,9 @@ class DoomMatchesVectorEnv(VectorEnv):
                 f"num_workers must be a multiple of num_agents={num_agents} whose quotient divides "
                 f"num_matches={num_matches} (each worker holds one player of a group of matches), got {num_workers}"
             )
+        per_worker = num_matches // groups
         self.num_workers = num_workers
+        self.double_buffered = double_buffered and per_worker >= 2 and per_worker % 2 == 0
         self.timeout = timeout
         self.max_start_attempts = max_start_attempts
         self.restarts = 0  # times every match was torn down and started again
@@ -127,6 +156,9 @@ class DoomMatchesVectorEnv(VectorEnv):
         self._slot_of_env = np.argsort(self._env_of_slot)
         self._match_of_env = np.arange(self.num_envs) % num_matches
         self._slot_ids = np.arange(self.num_envs)
+        # which of its worker's two halves of matches (double buffering) each slot's game is in
+        in_worker = self.slots.match_ids % per_worker
+        self._half_of_slot = (in_worker >= per_worker // 2) if self.double_buffered else np.zeros(self.num_envs, bool)
         self.players = self._start_players()
         self.single_observation_space = self.players.single_observation_space
         self.single_action_space = self.players.single_action_space
@@ -134,9 +166,13 @@ class DoomMatchesVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.metadata = dict(self.players.metadata)
         self.render_mode = self.players.render_mode
+        self._phase = np.full(self.num_envs, SlotPhase.IDLE, np.int8)
+        self._sent: deque[np.ndarray] = deque()  # the slots of each send still in the games, oldest first
         self._ended = np.zeros(self.num_envs, np.bool_)  # last reported terminated | truncated
-        self._restart_pending = False  # torn down: the next step starts the matches again
-        self._last_obs: Any = None
+        self._last_obs = create_empty_array(self.single_observation_space, self.num_envs)  # each slot's latest
+        self._reset_obs = create_empty_array(self.single_observation_space, self.num_envs)  # restarted matches'
+        self._restart_reason = ""
+        self._was_reset = False
 
     def _start_players(self) -> AsyncSharedMemVectorEnv:
         launcher, self.ports = self.network.open(self.num_matches)
@@ -147,7 +183,7 @@ class DoomMatchesVectorEnv(VectorEnv):
                 fns,
                 copy=False,  # rows are gathered into slot order, which copies them anyway
                 num_workers=self.num_workers,
-                double_buffered=False,
+                double_buffered=self.double_buffered,
                 autoreset_mode=AutoresetMode.NEXT_STEP,
                 step_timeout=self.timeout + 5.0,  # the games give up connecting after `timeout`
                 spin_us=self._spin_us,
@@ -166,37 +202,96 @@ class DoomMatchesVectorEnv(VectorEnv):
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every match, or the whole matches ``options["reset_mask"]`` selects."""
+        self._check_open()
         mask = options.pop("reset_mask", None) if options else None
         env_seeds = seed if seed is None or isinstance(seed, (int, np.integer)) else self._to_envs(list(seed))
-        if mask is not None and not self._restart_pending:
+        settled = (self._phase == SlotPhase.IDLE).all()  # else a step or a restart is under way: reset every match
+        if mask is not None and self._was_reset and settled:
             to_reset = self.slots.matches_to_reset(mask, self._ended)
             options = {**options, "reset_mask": to_reset[self._match_of_env]}
             self._ended[to_reset[self.slots.match_ids]] = False
         else:
             self._ended[:] = False
-        return self._start_matches(env_seeds, options)
+        obs, infos = self._start_matches(env_seeds, options)
+        self._phase[:] = SlotPhase.IDLE
+        self._sent.clear()
+        return map_tree(np.copy, obs), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        check_action_batch(self.action_space, actions, self._slot_ids)
-        if self._restart_pending:  # the reset step of matches started again
-            obs, infos = self._start_matches(None, None)
-            zeros = np.zeros(self.num_envs, np.bool_)
-            infos["active"], infos["_active"] = zeros.copy(), self.slots.all_slots
-            self._ended[:] = False
-            return obs, np.zeros(self.num_envs), zeros, zeros.copy(), infos
+        """``send`` every slot its row of ``actions``, then ``recv`` them all."""
+        self._send(actions, self._slot_ids, by_halves=False)
+        obs, rewards, terminated, truncated, infos = self.recv()
+        del infos["env_id"]  # every slot, in order
+        return obs, rewards, terminated, truncated, infos
+
+    # ----------------------------------------------------------------- EnvPool-style API
+    def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        """Reset every match; recv returns every slot's first observation."""
+        self.reset(seed=seed, options=options)
+        self._reset_obs = map_tree(np.copy, self._last_obs)
+        self._phase[:] = SlotPhase.RESET_READY
+
+    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
+        """Step slots ``env_ids`` (the slots of whole matches) with the rows of ``actions``."""
+        self._send(actions, env_ids, by_halves=True)
+
+    def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray, by_halves: bool) -> None:
+        """``send``; ``by_halves``: recv returns each half of the workers' matches on its own (else all together)."""
+        self._check_open()
+        ids = np.asarray(env_ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) == 0:
+            raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
+        if ids.min() < 0 or ids.max() >= self.num_envs or len(np.unique(ids)) != len(ids):
+            raise ValueError(f"env_ids must be distinct slot indices in [0, {self.num_envs}), got {ids.tolist()}")
+        if not self._was_reset:
+            raise NoAsyncCallError("send() before any reset: call async_reset() or reset() first", "send")
+        self._check_whole_matches(ids, "send")
+        busy = ids[(self._phase[ids] == SlotPhase.SENT) | np.isin(self._phase[ids], HELD)]
+        if len(busy):
+            raise AlreadyPendingCallError(f"slots {busy.tolist()} were sent and not yet returned by recv()", "send")
+        check_action_batch(batch_space(self.single_action_space, len(ids)), actions, ids)
+        phase = self._phase[ids]
+        self._phase[ids[phase == SlotPhase.OWES_REPORT]] = SlotPhase.REPORT_READY
+        self._phase[ids[phase == SlotPhase.OWES_RESET]] = SlotPhase.RESET_READY
+        playing = phase == SlotPhase.IDLE
+        if playing.any():
+            slots = ids[playing]
+            order = np.argsort(self._env_of_slot[slots])  # env order: the players' rows
+            rows = map_tree(lambda a: np.asarray(a)[playing][order], actions)
+            self.players.send(rows, self._env_of_slot[slots][order])
+            self._phase[slots] = SlotPhase.SENT
+            halves = (slots[~self._half_of_slot[slots]], slots[self._half_of_slot[slots]]) if by_halves else (slots,)
+            self._sent.extend(part for part in halves if len(part))
+
+    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The slots of the earliest send not yet returned, in slot order, once their games have stepped;
+        ``info["env_id"]`` names them. Slots whose match was restarted come first, without waiting for games."""
+        self._check_open()
+        held = np.flatnonzero(np.isin(self._phase, HELD))
+        if len(held):
+            return self._held_results(held)
+        if not self._sent:
+            raise NoAsyncCallError("recv() with no slot sent: send() actions first", "recv")
         try:
-            obs, rewards, terminated, truncated, infos = self.players.step(np.asarray(actions)[self._slot_of_env])
+            obs, rewards, terminated, truncated, infos = self.players.recv(np.sort(self._env_of_slot[self._sent[0]]))
         except MATCH_FAILURES as exc:
-            return self._tear_down(exc)
-        active = ~self._ended
-        terminated, truncated = terminated[self._env_of_slot], truncated[self._env_of_slot]
-        self._ended = terminated | truncated
-        infos = self.slots.add_ids(self._to_slots(infos))
-        infos["active"], infos["_active"] = active, self.slots.all_slots
-        if self._ended.any():
-            self._add_outcomes(infos)
-        self._last_obs = map_tree(lambda a: a[self._env_of_slot], obs)
-        return self._last_obs, rewards[self._env_of_slot], terminated, truncated, infos
+            self._tear_down(exc)
+            return self._held_results(np.flatnonzero(np.isin(self._phase, HELD)))
+        self._sent.popleft()
+        envs = np.asarray(infos.pop("env_id"))
+        order = np.argsort(self._slot_of_env[envs])
+        slots = self._slot_of_env[envs][order]
+        active = ~self._ended[slots]
+        terminated, truncated = terminated[order], truncated[order]
+        self._ended[slots] = terminated | truncated
+        self._phase[slots] = SlotPhase.IDLE
+        infos = self._rows_in_order(infos, order)
+        self._add_ids(infos, slots, active)
+        if self._ended[slots].any():
+            self._add_outcomes(infos, slots)
+        rows = map_tree(lambda a: a[order], obs)
+        _write_rows(self._last_obs, slots, rows)
+        return rows, rewards[order], terminated, truncated, infos
 
     def render(self) -> tuple[Any, ...]:
         """Each match host's last full-resolution frame."""
@@ -233,8 +328,22 @@ class DoomMatchesVectorEnv(VectorEnv):
             self.network.close()
 
     # ----------------------------------------------------------------- internals
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("the Doom matches vector env is closed")
+
+    def _check_whole_matches(self, slots: np.ndarray, call: str) -> None:
+        per_match = np.bincount(self.slots.match_ids[slots], minlength=self.num_matches)
+        cut = np.flatnonzero((per_match != 0) & (per_match != self.num_agents))
+        if cut.size:
+            raise ValueError(
+                f"{call}() got slots {sorted(slots.tolist())}, which cut match {int(cut[0])}: its players play in "
+                "lockstep, so whole matches (all their slots) step together"
+            )
+
     def _start_matches(self, env_seeds: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-        """Reset the players (starting their games), starting everything again on failure."""
+        """Reset the players (starting their games), starting everything again on failure; the observations in slot
+        order (the env's own buffer, which the next call overwrites)."""
         for attempt in range(self.max_start_attempts):
             try:
                 self.network.check_ports()
@@ -246,26 +355,51 @@ class DoomMatchesVectorEnv(VectorEnv):
                     raise RuntimeError(f"no match started in {self.max_start_attempts} attempts: {exc}") from exc
                 self._replace_players()
                 self._ended[:] = False
-        self._restart_pending = False
-        self._last_obs = map_tree(lambda a: a[self._env_of_slot], obs)
+        self._was_reset = True
+        _write_rows(self._last_obs, self._slot_ids, map_tree(lambda a: a[self._env_of_slot], obs))
         return self._last_obs, self.slots.add_ids(self._to_slots(infos))
 
-    def _tear_down(self, exc: BaseException) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    def _tear_down(self, exc: BaseException) -> None:
+        """Start every match again after ``exc``: each slot reports the truncation once, then starts the new match."""
+        self._restart_reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         self._replace_players()
-        self._restart_pending = True
-        self._ended[:] = True
-        infos = self.slots.add_ids({"match_restarted": np.full(self.num_envs, reason, object)})
-        infos["_match_restarted"] = self.slots.all_slots
-        infos["active"], infos["_active"] = ~self._ended, self.slots.all_slots
-        truncated = np.ones(self.num_envs, np.bool_)
-        return self._last_obs, np.zeros(self.num_envs), np.zeros(self.num_envs, np.bool_), truncated, infos
+        reset_obs, _ = self._start_matches(None, None)
+        self._reset_obs = map_tree(np.copy, reset_obs)
+        phase = self._phase.copy()
+        self._sent.clear()
+        self._phase[phase == SlotPhase.SENT] = SlotPhase.REPORT_READY
+        self._phase[phase == SlotPhase.IDLE] = SlotPhase.OWES_REPORT
 
-    def _add_outcomes(self, infos: dict[str, Any]) -> None:
-        frags = infos["frags"].reshape(self.num_matches, self.num_agents)
-        over = self._ended.reshape(self.num_matches, self.num_agents).all(axis=1)
-        result = np.full(self.num_envs, None, object)
-        objective = np.zeros(self.num_envs)
+    def _held_results(self, slots: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """What restarted matches' slots ``slots`` return without their games: the truncation they report, or the
+        new match's first observation."""
+        report = self._phase[slots] == SlotPhase.REPORT_READY
+        obs = map_tree(lambda new: new[slots], self._reset_obs)
+        _write_rows(obs, np.flatnonzero(report), map_tree(lambda last: last[slots[report]], self._last_obs))
+        self._ended[slots] = report
+        self._phase[slots] = np.where(report, SlotPhase.OWES_RESET, SlotPhase.IDLE)
+        _write_rows(self._last_obs, slots, obs)
+        infos: dict[str, Any] = {}
+        if report.any():
+            infos["match_restarted"] = np.where(report, self._restart_reason, None).astype(object)
+            infos["_match_restarted"] = report
+        self._add_ids(infos, slots, np.zeros(len(slots), np.bool_))
+        zeros = np.zeros(len(slots), np.bool_)
+        return obs, np.zeros(len(slots)), zeros, report.copy(), infos
+
+    def _add_ids(self, infos: dict[str, Any], slots: np.ndarray, active: np.ndarray) -> None:
+        every = np.ones(len(slots), np.bool_)
+        infos["agent_id"], infos["_agent_id"] = self.agent_ids[slots], every
+        infos["match_id"], infos["_match_id"] = self.match_ids[slots], every
+        infos["active"], infos["_active"] = active, every
+        infos["env_id"] = slots
+
+    def _add_outcomes(self, infos: dict[str, Any], slots: np.ndarray) -> None:
+        """Results of the matches among ``slots`` (whole matches, in slot order) that ended at this step."""
+        frags = infos["frags"].reshape(-1, self.num_agents)
+        over = self._ended[slots].reshape(-1, self.num_agents).all(axis=1)
+        result = np.full(len(slots), None, object)
+        objective = np.zeros(len(slots))
         for m in np.flatnonzero(over).tolist():
             match = slice(m * self.num_agents, (m + 1) * self.num_agents)
             result[match] = outcomes(frags[m])
@@ -273,6 +407,9 @@ class DoomMatchesVectorEnv(VectorEnv):
         ended = np.repeat(over, self.num_agents)
         infos["outcome"], infos["_outcome"] = result, ended
         infos["true_objective"], infos["_true_objective"] = objective, ended
+
+    def _rows_in_order(self, infos: dict[str, Any], order: np.ndarray) -> dict[str, Any]:
+        return {k: self._rows_in_order(v, order) if isinstance(v, dict) else v[order] for k, v in infos.items()}
 
     def _to_slots(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Player-env-indexed info arrays (and masks) in slot order."""
@@ -283,3 +420,15 @@ class DoomMatchesVectorEnv(VectorEnv):
 
     def _to_envs(self, per_slot: list[Any]) -> list[Any]:
         return [per_slot[s] for s in self._slot_of_env]
+
+
+def _write_rows(buffer: Any, slots: np.ndarray, rows: Any) -> None:
+    """Write ``rows`` into rows ``slots`` of ``buffer`` (trees of arrays alike)."""
+    if isinstance(buffer, dict):
+        for key in buffer:
+            _write_rows(buffer[key], slots, rows[key])
+    elif isinstance(buffer, tuple):
+        for part, row in zip(buffer, rows, strict=True):
+            _write_rows(part, slots, row)
+    else:
+        buffer[slots] = rows

@@ -432,17 +432,27 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         args = self._prepare_step(actions, ids)
         self._dispatch(Job.STEP, ids, split=self.double_buffered, countdown=False, args=args)
 
-    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Return the first ``batch_size`` envs to finish; ``info["env_id"]`` names them."""
+    def recv(
+        self, env_ids: Sequence[int] | np.ndarray | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Return the first ``batch_size`` envs to finish, or envs ``env_ids`` (sent and not yet returned) once they
+        all have; ``info["env_id"]`` names them."""
         self._check_no_call("recv")
-        outstanding = int(np.count_nonzero(self._envs.phase))
-        if outstanding < self.batch_size:
-            raise RuntimeError(
-                f"recv() needs {self.batch_size} envs (batch_size) but only {outstanding} were sent; "
-                "send() more envs or use a smaller batch_size"
-            )
-        self._wait(lambda: np.count_nonzero(self._envs.phase == Phase.DONE) >= self.batch_size)
-        ids = self._envs.first_done(self.batch_size)
+        if env_ids is None:
+            outstanding = int(np.count_nonzero(self._envs.phase))
+            if outstanding < self.batch_size:
+                raise RuntimeError(
+                    f"recv() needs {self.batch_size} envs (batch_size) but only {outstanding} were sent; "
+                    "send() more envs or use a smaller batch_size"
+                )
+            self._wait(lambda: np.count_nonzero(self._envs.phase == Phase.DONE) >= self.batch_size)
+            ids = self._envs.first_done(self.batch_size)
+        else:
+            ids = np.asarray(env_ids)
+            if (self._envs.phase[ids] == Phase.IDLE).any():
+                unsent = ids[self._envs.phase[ids] == Phase.IDLE].tolist()
+                raise NoAsyncCallError(f"recv() of envs {unsent}, which were not sent", "recv")
+            self._wait(lambda: (self._envs.phase[ids] == Phase.DONE).all())
         infos = _select_rows(self._take(ids), ids)
         infos["env_id"] = ids
         terminations = self._terminations[ids]
