@@ -202,6 +202,42 @@ def test_steps_equal_direct_pettingzoo(make_multi: Callable, env_fn: Callable, s
     direct.close()
 
 
+def test_send_and_recv_of_some_matches_equal_direct_pettingzoo(make_multi: Callable) -> None:
+    """EnvPool's API over whole matches: match 0 and matches 1-2 sent and received apart give what playing the
+    PettingZoo envs directly gives; a send that cuts a match is refused."""
+    env_fn = lambda: AgentInfos(kaz())  # noqa: E731
+    env = make_multi([env_fn] * 3, num_workers=2)
+    direct = DirectMatches([env_fn] * 3)
+    n = len(direct.agents)
+    env.async_reset(seed=11)
+    obs, _, _, _, infos = env.recv()
+    assert infos["env_id"].tolist() == list(range(3 * n))
+    np.testing.assert_array_equal(obs, direct.reset(seed=11))
+    with pytest.raises(ValueError, match="cut match 0"):
+        env.send(np.zeros(1, np.int64), [0])
+    rng = np.random.default_rng(0)
+    groups = [np.arange(n), np.arange(n, 3 * n)]  # match 0, matches 1 and 2
+    for t in range(80):
+        actions = rng.integers(0, env.single_action_space.n, env.num_envs)
+        got: dict[str, np.ndarray] = {}
+        for group in groups:
+            env.send(actions[group], group)
+        for group in groups:
+            obs, rewards, terminated, truncated, infos = env.recv()
+            ids = infos["env_id"]
+            assert ids.tolist() == group.tolist()  # whole matches, in slot order
+            for name, value in (("obs", obs), ("rewards", rewards), ("terminated", terminated),
+                                ("truncated", truncated), ("active", infos["active"])):  # fmt: skip
+                got.setdefault(name, np.zeros((env.num_envs, *value.shape[1:]), value.dtype))[ids] = value
+        want_obs, want_rewards, want_terminated, want_truncated, want_active, _ = direct.step(actions)
+        np.testing.assert_array_equal(got["obs"], want_obs, err_msg=f"step {t}")
+        np.testing.assert_array_equal(got["rewards"], want_rewards, err_msg=f"step {t}")
+        np.testing.assert_array_equal(got["terminated"], want_terminated, err_msg=f"step {t}")
+        np.testing.assert_array_equal(got["truncated"], want_truncated, err_msg=f"step {t}")
+        np.testing.assert_array_equal(got["active"], want_active, err_msg=f"step {t}")
+    direct.close()
+
+
 def test_agent_that_ends_early_waits_for_its_match(make_multi: Callable) -> None:
     env = make_multi([kaz] * 2, num_workers=1)
     obs, _ = env.reset(seed=3)

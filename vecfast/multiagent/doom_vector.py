@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
 from vecfast.envs.doom.full_game_env import checked_reward_shaping
 from vecfast.multiagent.doom_player import DoomPlayerEnv, MatchNetwork, PortTakenError
-from vecfast.multiagent.slots import SlotLayout
+from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.action_check import check_action_batch
 from vecfast.vector.shared_buffers import map_tree
@@ -50,7 +50,7 @@ class SlotPhase(enum.IntEnum):
 HELD = (SlotPhase.REPORT_READY, SlotPhase.RESET_READY)  # what recv returns without the games
 
 
-class DoomMatchesVectorEnv(VectorEnv):
+class DoomMatchesVectorEnv(SlotVectorEnv):
     """M networked Doom matches of ``num_agents`` players as one VectorEnv of M x num_agents agent slots.
 
     Slot ``m * num_agents + a`` is player ``a`` (``"player_a"``; player 0 hosts) of match
@@ -143,32 +143,23 @@ class DoomMatchesVectorEnv(VectorEnv):
         self.num_bots = int(game_kwargs.get("num_bots", 0))
         self._game_kwargs = {"wad": wad, "connect_timeout": timeout, **game_kwargs}
         self.network = MatchNetwork(network_isolation)
-        self.slots = SlotLayout(num_matches, [f"player_{p}" for p in range(num_agents)])
-        self.num_matches = num_matches
-        self.num_agents = num_agents
-        self.num_envs = self.slots.num_slots
-        self.possible_agents = self.slots.possible_agents
-        self.agent_ids = self.slots.agent_ids
-        self.match_ids = self.slots.match_ids
+        self.num_matches, self.num_agents, self.num_envs = num_matches, num_agents, num_matches * num_agents
         # Player-major env order (env p * M + m is player p of match m) puts each player
         # position in its own workers, matches in the same order in all of them.
         self._env_of_slot = np.array([p * num_matches + m for m in range(num_matches) for p in range(num_agents)])
         self._slot_of_env = np.argsort(self._env_of_slot)
         self._match_of_env = np.arange(self.num_envs) % num_matches
-        self._slot_ids = np.arange(self.num_envs)
-        # which of its worker's two halves of matches (double buffering) each slot's game is in
-        in_worker = self.slots.match_ids % per_worker
-        self._half_of_slot = (in_worker >= per_worker // 2) if self.double_buffered else np.zeros(self.num_envs, bool)
         self.players = self._start_players()
-        self.single_observation_space = self.players.single_observation_space
-        self.single_action_space = self.players.single_action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = dict(self.players.metadata)
-        self.render_mode = self.players.render_mode
+        players = self.players
+        agents = [f"player_{p}" for p in range(num_agents)]
+        self._lay_out(num_matches, agents, players.single_observation_space, players.single_action_space)
+        self.metadata = dict(players.metadata)
+        self.render_mode = players.render_mode
+        # which of its worker's two halves of matches (double buffering) each slot's game is in
+        in_worker = self.match_ids % per_worker
+        self._half_of_slot = (in_worker >= per_worker // 2) if self.double_buffered else np.zeros(self.num_envs, bool)
         self._phase = np.full(self.num_envs, SlotPhase.IDLE, np.int8)
         self._sent: deque[np.ndarray] = deque()  # the slots of each send still in the games, oldest first
-        self._ended = np.zeros(self.num_envs, np.bool_)  # last reported terminated | truncated
         self._last_obs = create_empty_array(self.single_observation_space, self.num_envs)  # each slot's latest
         self._reset_obs = create_empty_array(self.single_observation_space, self.num_envs)  # restarted matches'
         self._restart_reason = ""
@@ -238,11 +229,7 @@ class DoomMatchesVectorEnv(VectorEnv):
     def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray, by_halves: bool) -> None:
         """``send``; ``by_halves``: recv returns each half of the workers' matches on its own (else all together)."""
         self._check_open()
-        ids = np.asarray(env_ids)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) == 0:
-            raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
-        if ids.min() < 0 or ids.max() >= self.num_envs or len(np.unique(ids)) != len(ids):
-            raise ValueError(f"env_ids must be distinct slot indices in [0, {self.num_envs}), got {ids.tolist()}")
+        ids = self._checked_slots(env_ids)
         if not self._was_reset:
             raise NoAsyncCallError("send() before any reset: call async_reset() or reset() first", "send")
         self._check_whole_matches(ids, "send")
@@ -285,12 +272,11 @@ class DoomMatchesVectorEnv(VectorEnv):
         terminated, truncated = terminated[order], truncated[order]
         self._ended[slots] = terminated | truncated
         self._phase[slots] = SlotPhase.IDLE
-        infos = self._rows_in_order(infos, order)
-        self._add_ids(infos, slots, active)
+        infos = self._slot_infos(info_rows(infos, order), slots, active)
         if self._ended[slots].any():
             self._add_outcomes(infos, slots)
         rows = map_tree(lambda a: a[order], obs)
-        _write_rows(self._last_obs, slots, rows)
+        write_rows(self._last_obs, slots, rows)
         return rows, rewards[order], terminated, truncated, infos
 
     def render(self) -> tuple[Any, ...]:
@@ -328,19 +314,6 @@ class DoomMatchesVectorEnv(VectorEnv):
             self.network.close()
 
     # ----------------------------------------------------------------- internals
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedEnvironmentError("the Doom matches vector env is closed")
-
-    def _check_whole_matches(self, slots: np.ndarray, call: str) -> None:
-        per_match = np.bincount(self.slots.match_ids[slots], minlength=self.num_matches)
-        cut = np.flatnonzero((per_match != 0) & (per_match != self.num_agents))
-        if cut.size:
-            raise ValueError(
-                f"{call}() got slots {sorted(slots.tolist())}, which cut match {int(cut[0])}: its players play in "
-                "lockstep, so whole matches (all their slots) step together"
-            )
-
     def _start_matches(self, env_seeds: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         """Reset the players (starting their games), starting everything again on failure; the observations in slot
         order (the env's own buffer, which the next call overwrites)."""
@@ -356,7 +329,7 @@ class DoomMatchesVectorEnv(VectorEnv):
                 self._replace_players()
                 self._ended[:] = False
         self._was_reset = True
-        _write_rows(self._last_obs, self._slot_ids, map_tree(lambda a: a[self._env_of_slot], obs))
+        write_rows(self._last_obs, self._slot_ids, map_tree(lambda a: a[self._env_of_slot], obs))
         return self._last_obs, self.slots.add_ids(self._to_slots(infos))
 
     def _tear_down(self, exc: BaseException) -> None:
@@ -375,24 +348,17 @@ class DoomMatchesVectorEnv(VectorEnv):
         new match's first observation."""
         report = self._phase[slots] == SlotPhase.REPORT_READY
         obs = map_tree(lambda new: new[slots], self._reset_obs)
-        _write_rows(obs, np.flatnonzero(report), map_tree(lambda last: last[slots[report]], self._last_obs))
+        write_rows(obs, np.flatnonzero(report), map_tree(lambda last: last[slots[report]], self._last_obs))
         self._ended[slots] = report
         self._phase[slots] = np.where(report, SlotPhase.OWES_RESET, SlotPhase.IDLE)
-        _write_rows(self._last_obs, slots, obs)
+        write_rows(self._last_obs, slots, obs)
         infos: dict[str, Any] = {}
         if report.any():
             infos["match_restarted"] = np.where(report, self._restart_reason, None).astype(object)
             infos["_match_restarted"] = report
-        self._add_ids(infos, slots, np.zeros(len(slots), np.bool_))
+        self._slot_infos(infos, slots, np.zeros(len(slots), np.bool_))
         zeros = np.zeros(len(slots), np.bool_)
         return obs, np.zeros(len(slots)), zeros, report.copy(), infos
-
-    def _add_ids(self, infos: dict[str, Any], slots: np.ndarray, active: np.ndarray) -> None:
-        every = np.ones(len(slots), np.bool_)
-        infos["agent_id"], infos["_agent_id"] = self.agent_ids[slots], every
-        infos["match_id"], infos["_match_id"] = self.match_ids[slots], every
-        infos["active"], infos["_active"] = active, every
-        infos["env_id"] = slots
 
     def _add_outcomes(self, infos: dict[str, Any], slots: np.ndarray) -> None:
         """Results of the matches among ``slots`` (whole matches, in slot order) that ended at this step."""
@@ -408,9 +374,6 @@ class DoomMatchesVectorEnv(VectorEnv):
         infos["outcome"], infos["_outcome"] = result, ended
         infos["true_objective"], infos["_true_objective"] = objective, ended
 
-    def _rows_in_order(self, infos: dict[str, Any], order: np.ndarray) -> dict[str, Any]:
-        return {k: self._rows_in_order(v, order) if isinstance(v, dict) else v[order] for k, v in infos.items()}
-
     def _to_slots(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Player-env-indexed info arrays (and masks) in slot order."""
         return {k: self._to_slots(v) if isinstance(v, dict) else v[self._env_of_slot] for k, v in infos.items()}
@@ -420,15 +383,3 @@ class DoomMatchesVectorEnv(VectorEnv):
 
     def _to_envs(self, per_slot: list[Any]) -> list[Any]:
         return [per_slot[s] for s in self._slot_of_env]
-
-
-def _write_rows(buffer: Any, slots: np.ndarray, rows: Any) -> None:
-    """Write ``rows`` into rows ``slots`` of ``buffer`` (trees of arrays alike)."""
-    if isinstance(buffer, dict):
-        for key in buffer:
-            _write_rows(buffer[key], slots, rows[key])
-    elif isinstance(buffer, tuple):
-        for part, row in zip(buffer, rows, strict=True):
-            _write_rows(part, slots, row)
-    else:
-        buffer[slots] = rows

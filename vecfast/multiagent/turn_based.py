@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from vecfast.multiagent.slots import SlotLayout
+from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows
 from vecfast.vector.action_check import check_action_batch
 from vecfast.vector.shared_buffers import map_tree
 
@@ -92,7 +92,7 @@ class Match:
         return turns
 
 
-class TurnBasedVectorEnv(VectorEnv):
+class TurnBasedVectorEnv(SlotVectorEnv):
     """M turn-based PettingZoo AEC matches as one VectorEnv of M x num_agents slots, with EnvPool's send/recv.
 
     Slots, spaces and infos are laid out as in :class:`~vecfast.multiagent.MultiAgentVectorEnv`:
@@ -147,17 +147,8 @@ class TurnBasedVectorEnv(VectorEnv):
             for env in envs:
                 env.close()
             raise
-        self.slots = SlotLayout(len(envs), self.possible_agents, in_turns=True)
-        self.num_matches = len(envs)
-        self.num_agents = self.slots.num_agents
-        self.num_envs = self.slots.num_slots
-        self.agent_ids = self.slots.agent_ids
-        self.match_ids = self.slots.match_ids
+        self._lay_out(len(envs), self.possible_agents, obs_space, action_space, in_turns=True)
         self.matches = [Match(env, m * self.num_agents, self.possible_agents) for m, env in enumerate(envs)]
-        self.single_observation_space = obs_space
-        self.single_action_space = action_space
-        self.observation_space = batch_space(obs_space, self.num_envs)
-        self.action_space = batch_space(action_space, self.num_envs)
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
         self.render_mode = None
         self._state = np.full(self.num_envs, SlotState.IDLE, np.int8)
@@ -200,11 +191,7 @@ class TurnBasedVectorEnv(VectorEnv):
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
         """Play the moves of slots ``env_ids`` (rows of ``actions``); a slot that has just ended resets instead."""
         self._check_open()
-        ids = np.asarray(env_ids)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) == 0:
-            raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
-        if ids.min() < 0 or ids.max() >= self.num_envs or len(np.unique(ids)) != len(ids):
-            raise ValueError(f"env_ids must be distinct slot indices in [0, {self.num_envs}), got {ids.tolist()}")
+        ids = self._checked_slots(env_ids)
         not_waiting = ids[self._state[ids] != SlotState.WAITING]
         if len(not_waiting):
             raise AlreadyPendingCallError(self._not_waiting_message(not_waiting), "send")
@@ -249,7 +236,7 @@ class TurnBasedVectorEnv(VectorEnv):
         rewards = np.array([t.reward for t in turns], np.float64)
         terminated = np.array([t.terminated for t in turns], np.bool_)
         truncated = np.array([t.truncated for t in turns], np.bool_)
-        infos = _rows(self._infos(turns), ids)
+        infos = info_rows(self._infos(turns), ids)
         infos["env_id"] = ids
         return obs, rewards, terminated, truncated, infos
 
@@ -275,10 +262,6 @@ class TurnBasedVectorEnv(VectorEnv):
             match.env.close()
 
     # ----------------------------------------------------------------- internals
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedEnvironmentError("the turn-based vector env is closed")
-
     def _record(self, turns: list[Turn]) -> None:
         for turn in turns:
             self._turns[turn.slot] = turn
@@ -323,8 +306,3 @@ class TurnBasedVectorEnv(VectorEnv):
                     f"slot {slot} is not to act: it has acted since recv() returned it, or it is not its turn"
                 )
         return "; ".join(reasons)
-
-
-def _rows(infos: dict[str, Any], ids: np.ndarray) -> dict[str, Any]:
-    """Slot-indexed info arrays (and their ``_key`` masks) re-indexed to recv's rows."""
-    return {key: _rows(value, ids) if isinstance(value, dict) else value[ids] for key, value in infos.items()}

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import Space, spaces
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.error import NoAsyncCallError
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space, create_empty_array
 
 from vecfast.multiagent.match_env import MatchEnv
-from vecfast.multiagent.slots import SlotLayout
+from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.action_check import check_action_batch
 from vecfast.vector.shared_buffers import map_tree
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["MultiAgentVectorEnv"]
 
 
-class MultiAgentVectorEnv(VectorEnv):
+class MultiAgentVectorEnv(SlotVectorEnv):
     """M PettingZoo matches (ParallelEnvs with fixed agents) as one VectorEnv of M x num_agents slots.
 
     Slot ``m * num_agents + a`` is agent ``possible_agents[a]`` of match ``m``; every slot
@@ -31,8 +33,7 @@ class MultiAgentVectorEnv(VectorEnv):
     them (``info["agent_id"]`` and ``info["match_id"]`` say whose slot is whose, for a
     trainer that maps slots to policies). The matches run as :class:`MatchEnv` inside an
     :class:`~vecfast.vector.AsyncSharedMemVectorEnv` (``self.matches``): several per
-    worker process, all observations, actions, rewards and flags in shared memory; the
-    arrays returned here are reshaped views of it (copied when ``copy``).
+    worker process, all observations, actions, rewards and flags in shared memory.
 
     Episodes (gymnasium's ``NEXT_STEP`` autoreset, per slot):
 
@@ -49,6 +50,10 @@ class MultiAgentVectorEnv(VectorEnv):
       (they stay ended), and a mask that selects some but not all still-playing agents of a
       match is an error: a match resets as a whole.
 
+    EnvPool's asynchronous API: :meth:`async_reset`, :meth:`send` (actions for the slots of whole
+    matches) and :meth:`recv` (the slots of the earliest send not yet returned, once its matches have
+    stepped; ``info["env_id"]`` names them); ``step`` is ``send`` of every slot and ``recv``.
+
     ``DISABLED`` autoreset works the same way, except that a finished match must be reset
     explicitly. Seeds: an int seeds match ``m`` with ``seed + m``; a list has one entry per
     slot and match ``m`` uses that of its first slot. ``call``/``get_attr`` return one value
@@ -58,7 +63,7 @@ class MultiAgentVectorEnv(VectorEnv):
 
     Args:
         env_fns: one function per match that creates its PettingZoo ParallelEnv.
-        copy: return copies of the observations (else views that the next step overwrites).
+        copy: gymnasium's argument, accepted; the observations returned are always copies (rows gathered by slot).
         autoreset_mode: ``NEXT_STEP`` (default) or ``DISABLED``.
         num_workers, step_timeout, spin_us, close_timeout, context: as for
             :class:`~vecfast.vector.AsyncSharedMemVectorEnv`, which runs the matches.
@@ -112,20 +117,14 @@ class MultiAgentVectorEnv(VectorEnv):
         except BaseException:
             self.matches.close(terminate=True)
             raise
-        self.slots = SlotLayout(self.num_matches, self.possible_agents)
-        self.num_agents = self.slots.num_agents
-        self.num_envs = self.slots.num_slots
-        self.single_observation_space = agent_obs_space
-        self.single_action_space = agent_action_space
-        self.observation_space = batch_space(agent_obs_space, self.num_envs)
-        self.action_space = batch_space(agent_action_space, self.num_envs)
+        self._lay_out(self.num_matches, self.possible_agents, agent_obs_space, agent_action_space)
         self.metadata = dict(self.matches.metadata)
         self.render_mode = self.matches.render_mode
-        self.agent_ids = self.slots.agent_ids
-        self.match_ids = self.slots.match_ids
-        self._slot_ids = np.arange(self.num_envs)
-        self._ended = np.zeros(self.num_envs, np.bool_)  # last reported terminated | truncated
-        self._match_obs: dict[str, Any] | None = None  # the matches' latest observation (shared-memory views)
+        self._all_matches = np.arange(self.num_matches)
+        self._sent: deque[np.ndarray] = deque()  # the matches of each send not yet received, oldest first
+        # the matches' latest observation, filled by every reset and recv
+        self._match_obs: dict[str, Any] = create_empty_array(self.matches.single_observation_space, self.num_matches)
+        self._was_reset = False
 
     def _check_agents(self) -> None:
         agent_lists = self.matches.get_attr("possible_agents")
@@ -144,6 +143,7 @@ class MultiAgentVectorEnv(VectorEnv):
         """Reset every match, or those ``options["reset_mask"]`` selects (see the class docstring)."""
         mask = options.pop("reset_mask", None) if options else None  # popped, as SyncVectorEnv does
         match_seeds = self.slots.match_seeds(seed)
+        self._sent.clear()  # the matches' reset finishes (and drops) what was sent
         if mask is None:
             match_obs, infos = self.matches.reset(seed=match_seeds, options=options)
             self._ended[:] = False
@@ -152,26 +152,51 @@ class MultiAgentVectorEnv(VectorEnv):
             if to_reset.any():
                 match_obs, infos = self.matches.reset(seed=match_seeds, options={**options, "reset_mask": to_reset})
                 self._ended[np.repeat(to_reset, self.num_agents)] = False
-            elif self._match_obs is None:
+            elif not self._was_reset:
                 raise RuntimeError("call reset() without a reset_mask before resetting matches selectively")
             else:
                 match_obs, infos = self._match_obs, {}
-        self._match_obs = match_obs
-        return self._observations(match_obs), self.slots.add_ids(self._agent_infos(infos))
+        self._was_reset = True
+        write_rows(self._match_obs, slice(None), match_obs)
+        return self._observations(self._match_obs), self.slots.add_ids(self._agent_infos(infos, self._all_matches))
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every slot with its row of ``actions`` (rows of ended agents are ignored)."""
-        check_action_batch(self.action_space, actions, self._slot_ids)
-        match_obs, _, _, _, infos = self.matches.step(self._per_match(self.single_action_space, actions))
-        self._match_obs = match_obs
-        terminated = match_obs["terminated"].reshape(-1).astype(np.bool_)
-        truncated = match_obs["truncated"].reshape(-1).astype(np.bool_)
-        self._ended = terminated | truncated
-        flat_infos = self.slots.add_ids(self._agent_infos(infos))
-        flat_infos["active"] = match_obs["active"].reshape(-1).astype(np.bool_)
-        flat_infos["_active"] = self.slots.all_slots
-        rewards = match_obs["reward"].reshape(-1).copy()
-        return self._observations(match_obs), rewards, terminated, truncated, flat_infos
+        """``send`` every slot its row of ``actions`` (rows of ended agents are ignored), then ``recv`` them all."""
+        self.send(actions, self._slot_ids)
+        obs, rewards, terminated, truncated, infos = self.recv()
+        del infos["env_id"]  # every slot, in order
+        return obs, rewards, terminated, truncated, infos
+
+    # ----------------------------------------------------------------- EnvPool-style API
+    def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        """Reset every match; :meth:`recv` returns every slot's first observation."""
+        self._check_open()
+        self.matches.async_reset(seed=self.slots.match_seeds(seed), options=options)
+        self._sent = deque([self._all_matches])
+        self._ended[:] = False
+        self._was_reset = True
+
+    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
+        """Step the matches of slots ``env_ids`` (all the slots of each) with the rows of ``actions``."""
+        self._check_open()
+        slots = self._checked_slots(env_ids)
+        self._check_whole_matches(slots, "send")
+        check_action_batch(batch_space(self.single_action_space, len(slots)), actions, slots)
+        order = np.argsort(slots)
+        matches = self.match_ids[slots[order]][:: self.num_agents]
+        rows = map_tree(lambda a: np.asarray(a)[order], actions)
+        self.matches.send(self._per_match(self.single_action_space, rows), matches)
+        self._sent.append(matches)
+
+    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The slots of the earliest send not yet returned, in slot order, once its matches have stepped;
+        ``info["env_id"]`` names them."""
+        self._check_open()
+        if not self._sent:
+            raise NoAsyncCallError("recv() with no match sent: send() actions first", "recv")
+        result = self._recv(self._sent[0])
+        self._sent.popleft()
+        return result
 
     def render(self) -> tuple[Any, ...]:
         """One frame per match (the ParallelEnv's ``render()``)."""
@@ -196,26 +221,44 @@ class MultiAgentVectorEnv(VectorEnv):
         self.matches.close(**kwargs)
 
     # ----------------------------------------------------------------- internals
+    def _recv(self, match_ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """recv matches ``match_ids`` once they have stepped, as rows of their slots in slot order."""
+        match_obs, _, _, _, infos = self.matches.recv(match_ids)
+        returned = np.asarray(infos.pop("env_id"))
+        order = np.argsort(returned)
+        matches = returned[order]
+        slots = (matches[:, None] * self.num_agents + np.arange(self.num_agents)).reshape(-1)
+        write_rows(self._match_obs, matches, map_tree(lambda a: a[order], match_obs))
+        latest = map_tree(lambda a: a[matches], self._match_obs)
+        terminated = latest["terminated"].reshape(-1).astype(np.bool_)
+        truncated = latest["truncated"].reshape(-1).astype(np.bool_)
+        self._ended[slots] = terminated | truncated
+        agent_infos = self._agent_infos(info_rows(infos, order), matches)
+        slot_infos = self._slot_infos(info_rows(agent_infos, slots), slots, latest["active"].reshape(-1).astype(bool))
+        rewards = latest["reward"].reshape(-1).copy()
+        obs = map_tree(lambda a: a.reshape(len(slots), *a.shape[2:]), latest["obs"])  # a copy already
+        return obs, rewards, terminated, truncated, slot_infos
+
     def _observations(self, match_obs: dict[str, Any]) -> Any:
-        flat = map_tree(lambda a: a.reshape(self.num_envs, *a.shape[2:]), match_obs["obs"])
-        return map_tree(np.copy, flat) if self.copy else flat
+        return map_tree(lambda a: a.reshape(self.num_envs, *a.shape[2:]).copy(), match_obs["obs"])
 
     def _per_match(self, space: Space, batch: Any) -> Any:
-        """The flat action batch as (num_matches, num_agents, ...) arrays (views where possible)."""
+        """A flat action batch of whole matches' slots as (matches, num_agents, ...) arrays (views where possible)."""
         if isinstance(space, spaces.Dict):
             return {key: self._per_match(sub, batch[key]) for key, sub in space.spaces.items()}
         if isinstance(space, spaces.Tuple):
             return tuple(self._per_match(sub, part) for sub, part in zip(space.spaces, batch, strict=True))
         array = np.asarray(batch)
-        return array.reshape(self.num_matches, self.num_agents, *array.shape[1:])
+        return array.reshape(-1, self.num_agents, *array.shape[1:])
 
-    def _agent_infos(self, infos: dict[str, Any]) -> dict[str, Any]:
-        """Spread the matches' per-agent infos over their slots, gymnasium style (arrays plus masks)."""
+    def _agent_infos(self, infos: dict[str, Any], matches: np.ndarray) -> dict[str, Any]:
+        """Spread the per-agent infos of ``matches`` (the rows of ``infos``) over their slots, gymnasium style (arrays
+        over every slot, plus masks)."""
         flat: dict[str, Any] = {}
         if "agent_infos" in infos:
             rows, mask = infos["agent_infos"], infos["_agent_infos"]
-            for m in np.flatnonzero(mask).tolist():
-                for a, info in enumerate(rows[m]):
+            for r in np.flatnonzero(mask).tolist():
+                for a, info in enumerate(rows[r]):
                     if info:
-                        self._add_info(flat, info, m * self.num_agents + a)
+                        self._add_info(flat, info, int(matches[r]) * self.num_agents + a)
         return flat
