@@ -30,7 +30,7 @@ import psutil
 
 import vecfast
 from vecfast.bench import batch_stepper, cpu_seconds, run_for
-from vecfast.multiagent import doom_duel_v0
+from vecfast.envs.doom import doom_duel_v0
 
 
 def _shared(num_matches: int, num_workers: int) -> Any:

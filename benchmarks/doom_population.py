@@ -23,7 +23,7 @@ from pathlib import Path
 from common import append_row, steady_fps, steady_share
 
 import vecfast
-from vecfast.multiagent import doom_duel_v0
+from vecfast.envs.doom import doom_duel_v0
 
 
 def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -> tuple[float, float]:

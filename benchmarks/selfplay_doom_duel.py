@@ -23,7 +23,7 @@ from typing import Any
 
 from common import append_row, checkpoints_to_measure, parse_overrides, rows_of
 
-from vecfast.multiagent import doom_duel_v0
+from vecfast.envs.doom import doom_duel_v0
 from vecfast.trainers import ActorCritic, EvalResult, evaluate, load_policy, train
 from vecfast.trainers.plot import read_metrics
 from vecfast.vector import EnvError

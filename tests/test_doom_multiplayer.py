@@ -24,7 +24,8 @@ from gymnasium.error import AlreadyPendingCallError
 from helpers import descendants, shm_entries, shm_files_used_by, vizdoom_shm_left, wait_gone
 from pettingzoo.test import api_test, parallel_api_test
 
-from vecfast.multiagent import doom_deathmatch_v0, doom_duel_v0, doom_vector
+from vecfast.envs.doom import doom_deathmatch_v0, doom_duel_v0
+from vecfast.envs.doom.multiplayer import matches as doom_vector
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # Doom matches over the network: slow
 
@@ -127,7 +128,8 @@ def test_a_taken_port_is_replaced_without_a_crash(tmp_path: Any) -> None:
     script = textwrap.dedent(
         """
         import socket, warnings
-        from vecfast.multiagent import doom_deathmatch_v0, doom_player
+        from vecfast.envs.doom.multiplayer import player as doom_player
+from vecfast.envs.doom import doom_deathmatch_v0
         taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         taken.bind(("0.0.0.0", 0))  # as a VizDoom host binds it
         picks = iter([taken.getsockname()[1]])
@@ -159,7 +161,7 @@ def test_killing_the_owner_leaves_no_game_and_no_shared_memory(tmp_path: Any, pr
     script = textwrap.dedent(
         """
         import sys, time
-        from vecfast.multiagent import doom_duel_v0
+        from vecfast.envs.doom import doom_duel_v0
         env = doom_duel_v0.parallel_env(timelimit_minutes=1.0)
         env.reset(seed=0)
         env.step({a: [0, 0, 0, 0, 0, 0, 10] for a in env.agents})

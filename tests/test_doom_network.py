@@ -24,7 +24,8 @@ import psutil
 import pytest
 from helpers import descendants, wait_gone
 
-from vecfast.multiagent import doom_duel_v0, doom_player
+from vecfast.envs.doom import doom_duel_v0
+from vecfast.envs.doom.multiplayer import player as doom_player
 from vecfast.network_isolation import (
     ENV_VAR,
     NetworkIsolationError,

@@ -25,7 +25,7 @@ needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, 
 CHATTER = ("Waiting for players", "Contacting host", "Found player_", "Total players", "Received All Here")
 
 DUEL = """
-from vecfast.multiagent import doom_duel_v0
+from vecfast.envs.doom import doom_duel_v0
 env = doom_duel_v0.parallel_env(timelimit_minutes=0.05, network_isolation={isolation})
 env.reset(seed=0)
 for _ in range(3):
@@ -96,7 +96,7 @@ def test_a_game_error_reaches_the_terminal_without_the_chatter(tmp_path):
     (through the reaper, which outlives its owner) and the run's log; its 'Contacting host' spinner does not."""
     run = a_run_dir(tmp_path)
     code = """
-    from vecfast.multiagent.doom_player import DoomPlayerEnv, free_udp_port
+    from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, free_udp_port
     env = DoomPlayerEnv(1, 2, free_udp_port(), connect_timeout=1, wad="multi_duel.wad")
     env.reset(seed=0)
     """

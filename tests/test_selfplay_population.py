@@ -17,8 +17,7 @@ from helpers import descendants
 from pettingzoo.classic import connect_four_v3
 
 import vecfast
-from vecfast.envs.doom import DEFAULT_REWARD_SHAPING
-from vecfast.multiagent import doom_duel_v0
+from vecfast.envs.doom import DEFAULT_REWARD_SHAPING, doom_duel_v0
 from vecfast.multiagent.from_pettingzoo import vector_env_from
 from vecfast.selfplay import EpisodeId, Population, RandomPolicyMapping, plan_for
 from vecfast.trainers import load_policy

@@ -140,7 +140,7 @@ def train(
     where it has one, else an AsyncSharedMemVectorEnv of ``num_workers * num_envs_per_worker``
     envs, double-buffered for the asynchronous scheme), a function that returns a VectorEnv,
     or a VectorEnv (which is left open). A PettingZoo env (``pettingzoo.classic.connect_four_v3``,
-    ``vecfast.multiagent.doom_duel_v0``: the module, an env, or a function making one) trains on
+    ``vecfast.envs.doom.doom_duel_v0``: the module, an env, or a function making one) trains on
     ``num_workers * num_envs_per_worker`` matches as one vector env of agent slots
     (:mod:`vecfast.multiagent.from_pettingzoo`); under every scheme the learner plays itself and its past
     snapshots (:mod:`vecfast.selfplay.league`; ``opponent_seats=0``: itself only), and ``metrics.jsonl`` holds its

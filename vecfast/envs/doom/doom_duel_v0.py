@@ -1,9 +1,9 @@
 """PettingZoo module: 1v1 Doom duels between learning agents on vizdoom's ``multi_duel.wad``.
 
 ``parallel_env(num_agents=2, num_bots=0, frame_skip=2, timelimit_minutes=4.0, resolution=(128, 72),
-reward_shaping=None, ...)`` returns a :class:`~vecfast.multiagent.doom_match.DoomMatch`;
+reward_shaping=None, ...)`` returns a :class:`~vecfast.envs.doom.multiplayer.match.DoomMatch`;
 ``env(...)`` its AEC version; ``vector_env(num_matches, ...)`` many matches as one flat vector
-env of agent slots (:class:`~vecfast.multiagent.doom_vector.DoomMatchesVectorEnv`, which also plays the
+env of agent slots (:class:`~vecfast.envs.doom.multiplayer.matches.DoomMatchesVectorEnv`, which also plays the
 match of ``parallel_env``).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 from pettingzoo import AECEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
-from vecfast.multiagent.doom_match import DoomMatch
-from vecfast.multiagent.doom_vector import DoomMatchesVectorEnv
+from vecfast.envs.doom.multiplayer.match import DoomMatch
+from vecfast.envs.doom.multiplayer.matches import DoomMatchesVectorEnv
 
 __all__ = ["env", "parallel_env", "vector_env"]
 

@@ -1,6 +1,6 @@
 """Networked Doom matches as one flat vector env of agent slots: vecfast's one implementation of multiplayer Doom.
 
-The PettingZoo envs (:class:`~vecfast.multiagent.doom_match.DoomMatch`, one match) and the
+The PettingZoo envs (:class:`~vecfast.envs.doom.multiplayer.match.DoomMatch`, one match) and the
 trainers (many matches) both play through :class:`DoomMatchesVectorEnv`.
 """
 
@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
 from vecfast.envs.doom.full_game_env import checked_reward_shaping
-from vecfast.multiagent.doom_player import DoomPlayerEnv, MatchNetwork, PortTakenError
+from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, MatchNetwork, PortTakenError
 from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.action_check import check_action_batch
@@ -85,7 +85,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
     process took meanwhile, games that do not connect) is tried again likewise, up to
     ``max_start_attempts`` times in all.
 
-    The network (see :class:`~vecfast.multiagent.doom_player.MatchNetwork`): by default the
+    The network (see :class:`~vecfast.envs.doom.multiplayer.player.MatchNetwork`): by default the
     games play in a private network of their own where the platform allows it
     (``network.isolated``), since VizDoom's engine listens on every address of the host;
     otherwise in the host's network, with a ``NetworkIsolationWarning``;

@@ -1,6 +1,6 @@
 """One networked Doom match between learning agents, as a PettingZoo ParallelEnv.
 
-The match is a :class:`~vecfast.multiagent.doom_vector.DoomMatchesVectorEnv` of one match
+The match is a :class:`~vecfast.envs.doom.multiplayer.matches.DoomMatchesVectorEnv` of one match
 (each player's game in its own worker process, stepped in lockstep, restarted as a whole on
 failure), seen through PettingZoo's API: vecfast plays multiplayer Doom through that one
 implementation, whether one match at a time or many in a trainer.
@@ -14,8 +14,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from vecfast.multiagent.doom_player import MatchNetwork
-from vecfast.multiagent.doom_vector import DoomMatchesVectorEnv
+from vecfast.envs.doom.multiplayer.matches import DoomMatchesVectorEnv
+from vecfast.envs.doom.multiplayer.player import MatchNetwork
 
 __all__ = ["DoomMatch"]
 
@@ -40,7 +40,7 @@ class DoomMatch(ParallelEnv):
     ``infos[agent]["match_restarted"]`` (the reason) and the next ``reset`` plays the new
     match. A host that cannot start (its port was taken meanwhile) is retried likewise, up
     to ``max_start_attempts`` times. ``network_isolation``: see
-    :class:`~vecfast.multiagent.doom_vector.DoomMatchesVectorEnv`.
+    :class:`~vecfast.envs.doom.multiplayer.matches.DoomMatchesVectorEnv`.
 
     Quiet: the games' network handshake (some 30 lines a duel) is dropped, or appended to the
     file the environment variable ``VECFAST_ENV_LOG`` names (a training run's ``env.log``);
