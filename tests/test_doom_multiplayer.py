@@ -128,8 +128,8 @@ def test_a_taken_port_is_replaced_without_a_crash(tmp_path: Any) -> None:
     script = textwrap.dedent(
         """
         import socket, warnings
+        from vecfast.envs.doom import doom_deathmatch_v0
         from vecfast.envs.doom.multiplayer import player as doom_player
-from vecfast.envs.doom import doom_deathmatch_v0
         taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         taken.bind(("0.0.0.0", 0))  # as a VizDoom host binds it
         picks = iter([taken.getsockname()[1]])
