@@ -8,6 +8,12 @@ batches), from its ``metrics.jsonl``. Prints each run and the median ratio, and 
 
     python benchmarks/doom_population.py --policies 4 --rounds 3 --seconds 120
 
+``--one N --out FILE`` runs N policies once and writes ``{"env_frames_per_s": ...}`` to FILE, for
+``commits_ab.py`` (a 2-policy population against an earlier commit: issue 35's double-buffered Doom matches):
+
+    python benchmarks/commits_ab.py --against c28a90c --rounds 3 --metric env_frames_per_s -- \
+        python $PWD/benchmarks/doom_population.py --one 2 --seconds 120 --out {out}
+
 Needs ``pip install vecfast[doom,pettingzoo]``.
 """
 
@@ -23,7 +29,11 @@ from pathlib import Path
 from common import append_row, steady_fps, steady_share
 
 import vecfast
-from vecfast.envs.doom import doom_duel_v0
+
+try:
+    from vecfast.envs.doom import doom_duel_v0
+except ImportError:  # commits before Doom's multiplayer code moved under envs/doom (commits_ab.py runs them)
+    from vecfast.multiagent import doom_duel_v0
 
 
 def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -> tuple[float, float]:
@@ -56,7 +66,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of each run left out of its frames/s")
     parser.add_argument("--matches", type=int, default=4, help="duels at once (2 agent slots each)")
     parser.add_argument("--csv", type=Path, default=Path(__file__).parent / "results" / "doom_population.csv")
+    parser.add_argument("--one", type=int, default=None, help="one run of this many policies (with --out)")
+    parser.add_argument("--out", type=Path, default=None, help="--one's JSON result")
     args = parser.parse_args()
+    if args.one is not None:
+        value, inference = run(args.one, args.seconds, args.matches, args.warmup, seed=0)
+        result = {"policies": args.one, "env_frames_per_s": value, "inference_share": inference}
+        print(json.dumps(result))
+        if args.out is not None:
+            args.out.write_text(json.dumps(result))
+        return
     fps: dict[int, list[float]] = {1: [], args.policies: []}
     for r in range(args.rounds):
         for n in (1, args.policies):
