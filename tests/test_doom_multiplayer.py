@@ -281,7 +281,7 @@ def test_vector_env_starts_all_matches_again_when_a_game_dies(process_guard: Any
 def test_matches_step_half_at_a_time_through_send_and_recv(process_guard: Any) -> None:
     """Double-buffered: recv returns the matches of the earliest send, while the other half steps (as APPO samples);
     a slot that owes an action cannot be received twice, and a send that cuts a match is refused."""
-    env = doom_duel_v0.vector_env(4, timelimit_minutes=SHORT)
+    env = doom_duel_v0.vector_env(4, timelimit_minutes=SHORT, double_buffered=True)
     process_guard.watch(descendants())
     try:
         assert env.double_buffered
@@ -312,7 +312,7 @@ def test_matches_step_half_at_a_time_through_send_and_recv(process_guard: Any) -
 def test_a_dead_game_restarts_the_matches_of_a_double_buffered_env(process_guard: Any) -> None:
     """The half stepping when a game dies reports it at once; the other half when next sent; then each slot's next
     send starts its new match (reward 0, not active)."""
-    env = doom_duel_v0.vector_env(4, timelimit_minutes=1.0, timeout=5.0)
+    env = doom_duel_v0.vector_env(4, timelimit_minutes=1.0, timeout=5.0, double_buffered=True)
     process_guard.watch(descendants())
     try:
         env.async_reset(seed=0)

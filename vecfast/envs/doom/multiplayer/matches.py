@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -75,6 +76,10 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
     returned, once all have stepped: ``info["env_id"]`` names them); ``step`` is ``send`` of every slot and ``recv``.
     ``double_buffered`` (when each worker holds an even number of matches, at least 2) splits every worker's matches
     into two halves that step while the caller acts on the other, as APPO samples: send the slots that recv returned.
+    It pays where the cores outnumber the processes that step (one game per player, the workers, the learner), so
+    that the caller's inference overlaps the games; where the games fill the cores, the halves' extra inference
+    calls take CPU from them (4 duels under APPO on 2 cores: 0.89x the env frames/s of stepping all at once). The
+    default, ``None``, double-buffers where the cores allow it.
 
     Reliability: a failure anywhere (a player process that dies, a match that stops
     answering for ``timeout`` seconds, a host that cannot start) tears down every match of
@@ -97,7 +102,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         num_agents: learning players per match.
         num_workers: a multiple of ``num_agents`` whose quotient divides ``num_matches``;
             default ``num_agents`` (one worker per player position).
-        double_buffered: see above (default True).
+        double_buffered: see above (default: where the cores allow it).
         timeout: seconds the games wait for each other (connecting, and per step).
         max_start_attempts, network_isolation: see above.
         spin_us: as for :class:`~vecfast.vector.AsyncSharedMemVectorEnv`.
@@ -113,7 +118,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         num_agents: int = 2,
         *,
         num_workers: int | None = None,
-        double_buffered: bool = True,
+        double_buffered: bool | None = None,
         timeout: float = 20.0,
         max_start_attempts: int = 5,
         spin_us: float = 200.0,
@@ -135,6 +140,8 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
             )
         per_worker = num_matches // groups
         self.num_workers = num_workers
+        if double_buffered is None:  # the games, the workers and a learner each need a core for the overlap to pay
+            double_buffered = len(os.sched_getaffinity(0)) >= num_matches * num_agents + num_workers + 1
         self.double_buffered = double_buffered and per_worker >= 2 and per_worker % 2 == 0
         self.timeout = timeout
         self.max_start_attempts = max_start_attempts
