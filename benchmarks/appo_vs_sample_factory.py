@@ -31,7 +31,7 @@ from common import append_row
 from train_appo import ENV_ID, SETTINGS
 
 from vecfast.trainers import train
-from vecfast.trainers.plot import read_metrics
+from vecfast.trainers.tools.plot import read_metrics
 
 CSV = Path(__file__).parent / "results" / "appo_vs_sample_factory.csv"
 COLUMNS = ["round", "library", "seconds", "window_s", "env_frames", "frames_per_s"]

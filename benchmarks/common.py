@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from vecfast.cli import env_kwarg
-from vecfast.trainers.plot import training_seconds
-from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint
+from vecfast.trainers.run.run_dir import last_checkpoints, load_checkpoint
+from vecfast.trainers.tools.plot import training_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 

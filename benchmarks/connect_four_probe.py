@@ -27,7 +27,7 @@ from pettingzoo.classic import connect_four_v3
 from vecfast.selfplay.bots import one_move_tactics, one_ply_connect_four
 from vecfast.selfplay.matches import play_games
 from vecfast.trainers import load_policy
-from vecfast.trainers.models import ActorCritic, obs_to_tensors
+from vecfast.trainers.algorithm.models import ActorCritic, obs_to_tensors
 
 
 @dataclass

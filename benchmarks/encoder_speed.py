@@ -1,7 +1,7 @@
 """Forward + backward time per batch of the image encoders: convnet_simple (the default) against se_resnet9
 (Large Batch Simulation's SE-ResNet9 with Fixup), at PointNav's 64x64.
 
-Each is the whole :class:`vecfast.trainers.models.ConvEncoder` (input scaling and normalisation,
+Each is the whole :class:`vecfast.trainers.algorithm.models.ConvEncoder` (input scaling and normalisation,
 convolutions, the ``encoder_conv_mlp_layers`` MLP) on a batch of channels-last images: depth
 (1 channel, float32 metres, as PointNav's) and RGB (3 channels, uint8). A step is forward, a loss,
 backward, as in a gradient step (the default batch, 256, is a DD-PPO minibatch of 8 trajectories
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from vecfast.trainers.algorithm.models import ConvEncoder
+from vecfast.trainers.algorithm.numerics import native_bf16
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ConvEncoder
-from vecfast.trainers.numerics import native_bf16
 
 BASELINE = "convnet_simple"
 INPUTS = {"depth": (1, np.float32), "rgb": (3, np.uint8)}  # name: (channels, dtype)

@@ -30,8 +30,8 @@ from gymnasium.wrappers.vector import FilterObservation
 import vecfast
 from vecfast.envs.nav.scenes import SPLIT_SEEDS, make_scenes  # generator streams: no scene in both
 from vecfast.trainers import ActorCritic, evaluate, train
-from vecfast.trainers.defaults import ConfigLayers
 from vecfast.trainers.registry import resolve
+from vecfast.trainers.run.defaults import ConfigLayers
 
 ENV_ID = "vecfast/PointNav-v0"
 GOAL = "pointgoal_with_gps_compass"

@@ -4,7 +4,7 @@ and wall-clock minutes, with actions sampled and deterministic.
     python benchmarks/pointnav_learning.py --minutes 60 --num-processes 2 --checkpoint-every-min 5 --episodes 200
 
 Trains ``vecfast.train("vecfast/PointNav-v0", algo="ddppo", num_processes=N)`` with the env's recipe
-(``vecfast.trainers.defaults.POINTNAV_RECIPE``: SE-ResNet9 over raw 64x64 depth, Adam, square-root lr
+(``vecfast.trainers.run.defaults.POINTNAV_RECIPE``: SE-ResNet9 over raw 64x64 depth, Adam, square-root lr
 scaling with warm-up and cosine decay, rollouts of 32 in 2 minibatches) for ``--minutes``, keeping a
 checkpoint every ``--checkpoint-every-min``. Then it evaluates the untrained policy and every
 checkpoint on the validation scenes (``split="val"``, never trained on) with
@@ -32,9 +32,9 @@ from typing import Any
 from common import append_row, parse_overrides, rows_of
 
 from vecfast.trainers import ActorCritic, TrainConfig, evaluate, train
-from vecfast.trainers.plot import training_seconds
-from vecfast.trainers.run_dir import last_checkpoints, load_checkpoint, space_from_data
-from vecfast.trainers.training import load_policy
+from vecfast.trainers.run.run_dir import last_checkpoints, load_checkpoint, space_from_data
+from vecfast.trainers.run.training import load_policy
+from vecfast.trainers.tools.plot import training_seconds
 
 ENV_ID = "vecfast/PointNav-v0"
 CSV = Path(__file__).parent / "results" / "pointnav_curve.csv"

@@ -47,7 +47,7 @@ from vecfast.selfplay.against_bot import AgainstBotEnv
 from vecfast.selfplay.bots import TacticsCount, count_connect_four_tactics
 from vecfast.selfplay.matches import play_games
 from vecfast.trainers import evaluate, load_policy, train
-from vecfast.trainers.plot import read_metrics
+from vecfast.trainers.tools.plot import read_metrics
 
 CSV = Path(__file__).parent / "results" / "selfplay_connect_four.csv"
 

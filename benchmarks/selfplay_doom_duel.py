@@ -25,7 +25,7 @@ from common import append_row, checkpoints_to_measure, parse_overrides, rows_of
 
 from vecfast.envs.doom import doom_duel_v0
 from vecfast.trainers import ActorCritic, EvalResult, evaluate, load_policy, train
-from vecfast.trainers.plot import read_metrics
+from vecfast.trainers.tools.plot import read_metrics
 from vecfast.vector import EnvError
 
 CSV = Path(__file__).parent / "results" / "selfplay_doom_duel.csv"

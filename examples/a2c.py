@@ -22,8 +22,8 @@ from torch import nn
 
 import vecfast
 from vecfast.trainers import ActorCritic, TrainConfig, register_algorithm
-from vecfast.trainers.losses import gae, masked_mean
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.algorithm.losses import gae, masked_mean
+from vecfast.trainers.sampling.storage import Trajectories
 
 
 class A2C:

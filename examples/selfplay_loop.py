@@ -41,7 +41,7 @@ from vecfast.multiagent.from_pettingzoo import vector_env_from
 from vecfast.selfplay import Elo, SnapshotPool, one_ply_connect_four, random_bot
 from vecfast.selfplay.matches import play_games
 from vecfast.trainers import ActorCritic, TrainConfig
-from vecfast.trainers.models import obs_to_tensors
+from vecfast.trainers.algorithm.models import obs_to_tensors
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vecfast.cli import main
-from vecfast.trainers import cli as trainers_cli
+from vecfast.trainers.tools import cli as trainers_cli
 
 HEAVY = ("torch", "vizdoom", "tensorboard")
 

@@ -11,7 +11,7 @@ import torch
 from test_selfplay_matches import board, connect_four_policy
 
 from vecfast.selfplay.bots import one_move_tactics
-from vecfast.trainers.models import obs_to_tensors
+from vecfast.trainers.algorithm.models import obs_to_tensors
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 connect_four_probe = pytest.importorskip("connect_four_probe")

@@ -12,13 +12,13 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from vecfast.trainers.algorithm.lr_schedule import learning_rate
+from vecfast.trainers.algorithm.models import ActorCritic, ConvEncoder, is_image
+from vecfast.trainers.algorithm.optimizers import Lamb, make_optimizer
+from vecfast.trainers.algorithm.se_resnet import WIDTHS, FixupBasicBlock, SpaceToDepth
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.defaults import ConfigLayers
-from vecfast.trainers.lr_schedule import learning_rate
-from vecfast.trainers.models import ActorCritic, ConvEncoder, is_image
-from vecfast.trainers.optimizers import Lamb, make_optimizer
 from vecfast.trainers.registry import resolve
-from vecfast.trainers.se_resnet import WIDTHS, FixupBasicBlock, SpaceToDepth
+from vecfast.trainers.run.defaults import ConfigLayers
 
 NORM_LAYERS = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm, nn.LocalResponseNorm)
 

@@ -15,7 +15,7 @@ from gymnasium.wrappers.vector import FilterObservation
 import vecfast
 from vecfast.envs.nav.scenes import SPLIT_SEEDS, make_scenes
 from vecfast.trainers import ActorCritic, TrainConfig
-from vecfast.trainers.run_dir import load_checkpoint
+from vecfast.trainers.run.run_dir import load_checkpoint
 
 pytestmark = pytest.mark.slow  # an agent trained to reach goals
 

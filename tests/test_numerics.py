@@ -13,10 +13,10 @@ import torch
 
 from vecfast.envs.nav.scenes import make_scenes
 from vecfast.trainers import train
+from vecfast.trainers.algorithm.models import ActorCritic, ConvEncoder
+from vecfast.trainers.algorithm.numerics import NonFiniteError, conv2d, native_bf16
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ActorCritic, ConvEncoder
-from vecfast.trainers.numerics import NonFiniteError, conv2d, native_bf16
-from vecfast.trainers.run_dir import load_checkpoint
+from vecfast.trainers.run.run_dir import load_checkpoint
 
 bf16_cpu = pytest.mark.skipif(
     not native_bf16("cpu"),

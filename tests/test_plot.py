@@ -1,4 +1,4 @@
-"""``vecfast plot`` and :func:`vecfast.trainers.plot.plot_runs`: curves of real short runs, drawn as logged."""
+"""``vecfast plot`` and :func:`vecfast.trainers.tools.plot.plot_runs`: curves of real short runs, drawn as logged."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from vecfast.cli import main
-from vecfast.trainers.plot import RETURN, load_run, read_metrics, stitch_resumed, training_seconds
+from vecfast.trainers.tools.plot import RETURN, load_run, read_metrics, stitch_resumed, training_seconds
 
 pytest.importorskip("matplotlib")
 PIL = pytest.importorskip("PIL.Image")
@@ -93,7 +93,7 @@ def test_resumed_run_curve_is_one_timeline(runs: dict[str, Any]) -> None:
 
 
 def test_plot_runs_draws_the_logged_values(runs: dict[str, Any], tmp_path: Path) -> None:
-    from vecfast.trainers.plot import plot_runs
+    from vecfast.trainers.tools.plot import plot_runs
 
     dirs = [runs["seed0"], runs["seed1"], runs["resumed"]]
     result = plot_runs(dirs, tmp_path / "curves.png")
@@ -120,7 +120,7 @@ def test_plot_runs_draws_the_logged_values(runs: dict[str, Any], tmp_path: Path)
 
 
 def test_plot_runs_metrics_labels_smoothing(runs: dict[str, Any], tmp_path: Path) -> None:
-    from vecfast.trainers.plot import plot_runs
+    from vecfast.trainers.tools.plot import plot_runs
 
     dirs = [runs["seed0"], runs["seed1"]]
     result = plot_runs(
@@ -147,7 +147,7 @@ def test_env_metrics_are_drawn_by_default(runs: dict[str, Any], tmp_path: Path) 
         {**r, "success": i / 10, "spl": i / 20} for i, r in enumerate(r for r in _records(runs["seed0"]) if RETURN in r)
     ]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    from vecfast.trainers.plot import plot_runs
+    from vecfast.trainers.tools.plot import plot_runs
 
     result = plot_runs([run_dir], tmp_path / "nav.png", x=["env_steps"])
     assert [p.metric for p in result.panels] == [RETURN, "spl", "success"]
@@ -190,7 +190,7 @@ def test_help_does_not_import_matplotlib() -> None:
 
 
 def test_median_without_common_range() -> None:
-    from vecfast.trainers.plot import median_curve
+    from vecfast.trainers.tools.plot import median_curve
 
     a = (np.array([0.0, 1.0]), np.array([1.0, 2.0]))
     b = (np.array([2.0, 3.0]), np.array([1.0, 2.0]))

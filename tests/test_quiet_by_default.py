@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from vecfast.chatter import LOG_VAR, VERBOSE_VAR
 from vecfast.network_isolation import NetworkIsolationError, PrivateNetwork
-from vecfast.trainers.launch import init_process_group, launch_local, leave_process_group, rank_from_environment
+from vecfast.trainers.run.launch import init_process_group, launch_local, leave_process_group, rank_from_environment
 
 pytestmark = pytest.mark.slow  # whole commands and a local launch
 

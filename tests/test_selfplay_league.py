@@ -12,10 +12,10 @@ from pettingzoo.classic import tictactoe_v3
 from vecfast.multiagent import TurnBasedVectorEnv
 from vecfast.selfplay import Elo, SnapshotPool, plan_for
 from vecfast.selfplay.league import LEARNER, League, MatchDraw, score_of
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import Sampler
+from vecfast.trainers.sampling.episodes import EndedEpisode
+from vecfast.trainers.sampling.sampler import Sampler
 
 CFG = TrainConfig.from_overrides(use_rnn=False, encoder_mlp_layers=(16,))
 
@@ -170,7 +170,7 @@ def test_appo_on_a_vector_env_of_agent_slots_self_plays_and_learns_only_from_its
     """The async scheme over a turn-based game: a league by default, snapshots every K updates, the learner's
     batches masked to its own steps, the league's numbers in the metrics, and its books in a weights_only
     checkpoint that a new trainer restores."""
-    from vecfast.trainers.ppo import PPO
+    from vecfast.trainers.algorithm.ppo import PPO
     from vecfast.trainers.schemes.asynchronous import AsyncTrainer
 
     env = TurnBasedVectorEnv([tictactoe_v3.env] * 8)

@@ -18,8 +18,8 @@ from pettingzoo.utils.wrappers import BaseWrapper
 import vecfast
 from vecfast.selfplay.bots import TacticsCount, count_connect_four_tactics, one_ply_connect_four, random_bot
 from vecfast.selfplay.matches import play_games
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ActorCritic
 
 SMALL = {
     "num_workers": 1,

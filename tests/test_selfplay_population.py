@@ -21,11 +21,11 @@ from vecfast.envs.doom import DEFAULT_REWARD_SHAPING, doom_duel_v0
 from vecfast.multiagent.from_pettingzoo import vector_env_from
 from vecfast.selfplay import EpisodeId, Population, RandomPolicyMapping, plan_for
 from vecfast.trainers import load_policy
+from vecfast.trainers.algorithm.learners import Learners
+from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.learners import Learners
-from vecfast.trainers.ppo import PPO
+from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
-from vecfast.trainers.storage import Trajectories
 from vecfast.vector import AsyncSharedMemVectorEnv
 
 SMALL = {

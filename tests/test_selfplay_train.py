@@ -15,10 +15,10 @@ from vecfast.multiagent import TurnBasedVectorEnv
 from vecfast.multiagent.from_pettingzoo import vector_env_from
 from vecfast.selfplay import plan_for
 from vecfast.selfplay.league import LEARNER, League
+from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.ppo import PPO
+from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.synchronous import SyncTrainer
-from vecfast.trainers.storage import Trajectories
 
 SMALL = {
     "num_workers": 1,

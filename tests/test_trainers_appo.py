@@ -13,13 +13,13 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.ppo import PPO
-from vecfast.trainers.sampler import Sampler, StepAsRecv
+from vecfast.trainers.sampling.sampler import Sampler, StepAsRecv
+from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
-from vecfast.trainers.storage import Trajectories
 
 MLP = {"use_rnn": False, "encoder_mlp_layers": (64, 64), "nonlinearity": "tanh"}
 

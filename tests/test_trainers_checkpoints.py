@@ -11,8 +11,7 @@ import torch
 from gymnasium import spaces
 
 from vecfast.trainers import TrainResult, load_policy, train
-from vecfast.trainers.enjoy import enjoy
-from vecfast.trainers.run_dir import (
+from vecfast.trainers.run.run_dir import (
     RunDir,
     UnsafeCheckpointError,
     convert_legacy_checkpoint,
@@ -22,6 +21,7 @@ from vecfast.trainers.run_dir import (
     space_from_data,
     space_to_data,
 )
+from vecfast.trainers.tools.enjoy import enjoy
 
 FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
 

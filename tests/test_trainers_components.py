@@ -10,12 +10,12 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from vecfast.trainers.algorithm.losses import gae, ppo_loss, vtrace
+from vecfast.trainers.algorithm.models import ActorCritic, ActState, obs_to_tensors
+from vecfast.trainers.algorithm.normalize import RunningMeanStd
+from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.losses import gae, ppo_loss, vtrace
-from vecfast.trainers.models import ActorCritic, ActState, obs_to_tensors
-from vecfast.trainers.normalize import RunningMeanStd
-from vecfast.trainers.ppo import PPO
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.sampling.storage import Trajectories
 
 DICT_OBS = spaces.Dict(
     {
@@ -330,8 +330,8 @@ def test_config_rejects_unknown_keys_and_bad_batches() -> None:
 
 
 def test_bf16_encoder_stays_within_bfloat16_precision_and_auto_follows_the_hardware() -> None:
-    from vecfast.trainers.models import ConvEncoder
-    from vecfast.trainers.numerics import native_bf16
+    from vecfast.trainers.algorithm.models import ConvEncoder
+    from vecfast.trainers.algorithm.numerics import native_bf16
 
     images = torch.randint(0, 256, (4, 3, 36, 64), dtype=torch.uint8)
     outputs = {}
@@ -346,7 +346,7 @@ def test_bf16_encoder_stays_within_bfloat16_precision_and_auto_follows_the_hardw
 
 @pytest.mark.parametrize("shape", [(3, 36, 64), (36, 64, 3)], ids=["CHW", "HWC"])
 def test_image_normalisation_folded_into_the_first_convolution_is_exact(shape: tuple[int, ...]) -> None:
-    from vecfast.trainers.models import ConvEncoder
+    from vecfast.trainers.algorithm.models import ConvEncoder
 
     torch.manual_seed(0)
     encoder = ConvEncoder(shape, small_config(encoder_bf16=False))
@@ -365,9 +365,9 @@ def test_board_planes_go_through_a_conv_encoder_that_keeps_the_board() -> None:
     explicit one of the board padded with empty cells."""
     from pettingzoo.classic import connect_four_v3
 
-    from vecfast.trainers.defaults import ConfigLayers
-    from vecfast.trainers.models import ConvEncoder
+    from vecfast.trainers.algorithm.models import ConvEncoder
     from vecfast.trainers.registry import resolve
+    from vecfast.trainers.run.defaults import ConfigLayers
 
     observation = connect_four_v3.env().observation_space("player_0")
     cfg = ConfigLayers(resolve("appo")).config(observation)
@@ -395,7 +395,7 @@ def test_multi_discrete_is_independent_categoricals_sampled_in_one_call() -> Non
     and entropies add up over dimensions, the mode is each one's argmax, and samples follow each one's odds."""
     from torch.distributions import Categorical
 
-    from vecfast.trainers.distributions import ActionDistribution
+    from vecfast.trainers.algorithm.distributions import ActionDistribution
 
     torch.manual_seed(0)
     nvec = [3, 3, 2, 8, 21]

@@ -23,12 +23,12 @@ import torch.distributed as dist
 from helpers import descendants, wait_gone
 
 import vecfast
+from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.launch import init_process_group, launch_local, leave_process_group, rank_from_environment
-from vecfast.trainers.ppo import PPO
-from vecfast.trainers.run_dir import load_checkpoint
+from vecfast.trainers.run.launch import init_process_group, launch_local, leave_process_group, rank_from_environment
+from vecfast.trainers.run.run_dir import load_checkpoint
 from vecfast.trainers.schemes.distributed import DistributedTrainer
-from vecfast.trainers.tune import available_cores
+from vecfast.trainers.tools.tune import available_cores
 
 pytestmark = pytest.mark.slow  # ranks launched by torchrun and vecfast
 
@@ -424,9 +424,9 @@ def test_a_local_distributed_run_takes_one_rank_per_core_by_default(tmp_path):
 def test_each_rank_makes_its_batched_env_on_its_own_share_of_the_data():
     """PointNav's ranks drew the same scenes: each now gets scene_shard=(rank, world size); an env without
     shards, or a single process, gets nothing extra."""
-    from vecfast.trainers.env_source import EnvSource
-    from vecfast.trainers.launch import RankInfo
-    from vecfast.trainers.training import _rank_env_kwargs
+    from vecfast.trainers.run.env_source import EnvSource
+    from vecfast.trainers.run.launch import RankInfo
+    from vecfast.trainers.run.training import _rank_env_kwargs
 
     second = RankInfo(rank=1, world_size=2, local_rank=1)
     nav, cartpole = EnvSource.of("vecfast/PointNav-v0"), EnvSource.of("CartPole-v1")

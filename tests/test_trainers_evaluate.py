@@ -19,10 +19,10 @@ import vecfast
 from vecfast.envs.nav import BatchedPointNavEnv
 from vecfast.envs.nav.scenes import make_scenes
 from vecfast.trainers import ActorCritic, EvalResult, TrainConfig, TrainResult, evaluate, load_policy, train
-from vecfast.trainers.enjoy import enjoy
-from vecfast.trainers.env_source import EnvSource
-from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.sampler import Sampler, StepAsRecv
+from vecfast.trainers.run.env_source import EnvSource
+from vecfast.trainers.sampling.episodes import EndedEpisode
+from vecfast.trainers.sampling.sampler import Sampler, StepAsRecv
+from vecfast.trainers.tools.enjoy import enjoy
 
 FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
 TINY = {"encoder_mlp_layers": (16,), "rnn_size": 16, "nonlinearity": "tanh"}
@@ -324,7 +324,7 @@ def test_evaluate_builds_the_env_a_run_trained_on_whichever_scheme_chose_it(tmp_
     """PointNav has a batched simulator (sync PPO's) and single envs (APPO's, which needs send/recv): the run
     records which it trained on and evaluate builds that one, as an id whose two differ (ale-py's preprocessed
     AtariVectorEnv against raw frames) needs."""
-    from vecfast.trainers.evaluation import run_env
+    from vecfast.trainers.tools.evaluation import run_env
     from vecfast.vector import AsyncSharedMemVectorEnv
 
     make_scenes(1, seed=0, out_dir=tmp_path / "scenes")

@@ -8,8 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.ppo import PPO
 from vecfast.trainers.schemes.synchronous import SyncTrainer
 
 CARTPOLE_MLP = {"use_rnn": False, "encoder_mlp_layers": (64, 64), "nonlinearity": "tanh", "exploration_loss_coeff": 0.0}

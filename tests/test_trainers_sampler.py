@@ -13,10 +13,10 @@ import pytest
 import torch
 from test_trainers_appo import EpisodeCounterEnv, assert_consistent
 
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import Sampler, StepAsRecv
+from vecfast.trainers.sampling.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
+from vecfast.trainers.sampling.sampler import Sampler, StepAsRecv
 
 LENGTHS = [3, 4, 5, 6]
 

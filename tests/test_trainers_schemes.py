@@ -16,8 +16,8 @@ import pytest
 
 import vecfast
 from vecfast.trainers import IterationMetrics, register_algorithm, register_scheme, registered_algos
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.ppo import PPO
+from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.registry import registered_schemes, resolve
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
 from vecfast.trainers.schemes.distributed import DistributedTrainer

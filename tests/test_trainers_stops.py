@@ -18,9 +18,9 @@ from helpers import descendants, wait_gone
 
 import vecfast
 from vecfast.trainers import train
-from vecfast.trainers.progress import progress_line
-from vecfast.trainers.run_dir import load_checkpoint
-from vecfast.trainers.step_timeout import FLOOR_SECONDS
+from vecfast.trainers.run.progress import progress_line
+from vecfast.trainers.run.run_dir import load_checkpoint
+from vecfast.trainers.run.step_timeout import FLOOR_SECONDS
 from vecfast.vector import EnvError, StepTimeoutError, WorkerDiedError
 
 pytestmark = pytest.mark.slow  # runs stopped by signals, pipes and timeouts

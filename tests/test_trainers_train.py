@@ -20,10 +20,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import vecfast
 from vecfast.trainers import TrainResult, load_policy, train
-from vecfast.trainers.defaults import ConfigLayers
-from vecfast.trainers.lr_schedule import lr_scale
+from vecfast.trainers.algorithm.lr_schedule import lr_scale
 from vecfast.trainers.registry import resolve
-from vecfast.trainers.run_dir import RunDir, last_checkpoints, load_checkpoint
+from vecfast.trainers.run.defaults import ConfigLayers
+from vecfast.trainers.run.run_dir import RunDir, last_checkpoints, load_checkpoint
 
 FAST = {"num_workers": 1, "num_envs_per_worker": 4, "rollout": 16, "batch_size": 64}
 

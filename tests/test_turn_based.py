@@ -16,9 +16,9 @@ from gymnasium.vector import AutoresetMode
 from pettingzoo.classic import connect_four_v3, tictactoe_v3
 
 from vecfast.multiagent import TurnBasedVectorEnv
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import Sampler
+from vecfast.trainers.sampling.sampler import Sampler
 
 GAMES = {"connect_four": connect_four_v3.env, "tictactoe": tictactoe_v3.env}
 MATCHES = 3

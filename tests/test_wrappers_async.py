@@ -21,9 +21,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from helpers import assert_tree_equal
 from wrapper_lockstep import NUM_ENVS, NUM_WORKERS, EnvResult, run_recv_send, run_step
 
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import StepAsRecv, async_api
+from vecfast.trainers.sampling.sampler import StepAsRecv, async_api
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
 from vecfast.wrappers import (
     ChannelOrderObservation,

@@ -6,7 +6,7 @@ private network of a local launch. None of it is the user's business unless some
 wrong, so vecfast keeps it off the terminal:
 
 - **In a training run** it goes to the run's log, ``RUN_DIR/env.log``
-  (:func:`vecfast.trainers.run_dir.env_log_path`): ``train()`` names it in the environment
+  (:func:`vecfast.trainers.run.run_dir.env_log_path`): ``train()`` names it in the environment
   variable :data:`LOG_VAR` (``VECFAST_ENV_LOG``), which the env workers, the ranks and their
   games inherit. It is written only once the directory holds the run (its ``config.json``),
   so that the log never makes a new run directory look taken.

@@ -203,7 +203,7 @@ def _add_nav_commands(subparsers: Any) -> None:
 
 
 def _add_train_commands(subparsers: Any, argv: Sequence[str] | None = None) -> None:
-    from vecfast.trainers.cli import add_train_commands, help_defaults
+    from vecfast.trainers.tools.cli import add_train_commands, help_defaults
 
     add_train_commands(subparsers, help_defaults(sys.argv[1:] if argv is None else argv))
 
@@ -252,7 +252,7 @@ def _add_plot(subparsers: Any) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from vecfast.trainers.plot import MatplotlibMissingError, plot_runs
+    from vecfast.trainers.tools.plot import MatplotlibMissingError, plot_runs
 
     try:
         result = plot_runs(args.run_dirs, args.out, args.metric, _PLOT_X[args.x], args.label, args.title, args.smooth)

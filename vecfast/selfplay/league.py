@@ -27,11 +27,11 @@ from gymnasium.vector import VectorEnv
 from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.snapshot_pool import SnapshotPool
-from vecfast.trainers import collective
+from vecfast.trainers.algorithm.learners import Learners
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.learners import Learners
-from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.run import collective
+from vecfast.trainers.sampling.episodes import EndedEpisode
 
 LEARNER = 0  # the learner's index among the sampler's policies
 

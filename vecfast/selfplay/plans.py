@@ -4,7 +4,7 @@
   policies, a random draw by default);
 * one policy on matches of >= 2 agents: a :class:`~vecfast.selfplay.league.League`, the learner against itself and its
   snapshots (``opponent_seats=0``: the learner on every seat, one policy learning from every agent's steps);
-* one policy on single-agent envs: :class:`~vecfast.trainers.acting_plan.SinglePolicy`.
+* one policy on single-agent envs: :class:`~vecfast.trainers.sampling.acting_plan.SinglePolicy`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from gymnasium.vector import VectorEnv
 from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.league import league_for
 from vecfast.selfplay.population import PolicyMappingFn, Population
-from vecfast.trainers.acting_plan import ActingPlan, PlanFactory, SinglePolicy
+from vecfast.trainers.algorithm.learners import Learners
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.learners import Learners
+from vecfast.trainers.sampling.acting_plan import ActingPlan, PlanFactory, SinglePolicy
 
 
 def plan_for(policy_mapping: PolicyMappingFn | None = None) -> PlanFactory:

@@ -4,7 +4,7 @@ Why: several policies trained side by side on the same envs play each other (the
 does, without snapshots) and, with PBT, tune their hyperparameters as they learn. Each agent slot's episode is
 played by the policy ``policy_mapping(agent_id, EpisodeId)`` chooses when it starts (RLlib's ``policy_mapping_fn``;
 default :class:`RandomPolicyMapping`, Sample Factory's); each policy learns from its own steps
-(:class:`~vecfast.trainers.learners.Learners`). Finished episodes give each policy its objective (the env's
+(:class:`~vecfast.trainers.algorithm.learners.Learners`). Finished episodes give each policy its objective (the env's
 ``true_objective``, else the return), which ranks the population for PBT (it mutates the hyperparameters and, where
 the env has ``set_reward_shaping`` per slot, the reward shaping a policy's agents get from their next episode); a
 finished match between different policies updates their Elo ratings.
@@ -25,9 +25,9 @@ from gymnasium.vector import VectorEnv
 from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.pbt import PBTConfig, PBTController, PBTDecision, hyperparameters_of
+from vecfast.trainers.algorithm.learners import Learners
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.learners import Learners
+from vecfast.trainers.sampling.episodes import EndedEpisode
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def objective_of(episode: EndedEpisode) -> float:
 class Population:
     """The acting plan of ``learners``' ``cfg.num_policies`` policies on ``env``: :attr:`policies` (the learners' acting
     models), :meth:`mapping` (each agent slot's episode to a policy), :meth:`episode_ended` (objectives, Elo) and
-    :meth:`learned` (PBT), for a :class:`~vecfast.trainers.sampler.Sampler` and a scheme."""
+    :meth:`learned` (PBT), for a :class:`~vecfast.trainers.sampling.sampler.Sampler` and a scheme."""
 
     def __init__(
         self,

@@ -12,30 +12,30 @@ from typing import TYPE_CHECKING, Any
 from vecfast.trainers.config import TrainConfig
 
 if TYPE_CHECKING:
-    from vecfast.trainers.evaluation import EvalResult, evaluate
-    from vecfast.trainers.metrics import EpisodeStats, IterationMetrics, PolicyLag
-    from vecfast.trainers.models import ActorCritic, ActState
+    from vecfast.trainers.algorithm.models import ActorCritic, ActState
     from vecfast.trainers.protocols import Algorithm, Trainer
     from vecfast.trainers.registry import register_algorithm, register_scheme, registered_algos, registered_schemes
-    from vecfast.trainers.training import TrainResult, load_policy, train
+    from vecfast.trainers.run.metrics import EpisodeStats, IterationMetrics, PolicyLag
+    from vecfast.trainers.run.training import TrainResult, load_policy, train
+    from vecfast.trainers.tools.evaluation import EvalResult, evaluate
 
 _LAZY = {  # name -> the module that defines it
-    "EvalResult": "vecfast.trainers.evaluation",
-    "evaluate": "vecfast.trainers.evaluation",
-    "ActorCritic": "vecfast.trainers.models",
-    "ActState": "vecfast.trainers.models",
-    "EpisodeStats": "vecfast.trainers.metrics",
-    "IterationMetrics": "vecfast.trainers.metrics",
-    "PolicyLag": "vecfast.trainers.metrics",
+    "EvalResult": "vecfast.trainers.tools.evaluation",
+    "evaluate": "vecfast.trainers.tools.evaluation",
+    "ActorCritic": "vecfast.trainers.algorithm.models",
+    "ActState": "vecfast.trainers.algorithm.models",
+    "EpisodeStats": "vecfast.trainers.run.metrics",
+    "IterationMetrics": "vecfast.trainers.run.metrics",
+    "PolicyLag": "vecfast.trainers.run.metrics",
     "Algorithm": "vecfast.trainers.protocols",
     "Trainer": "vecfast.trainers.protocols",
     "register_algorithm": "vecfast.trainers.registry",
     "register_scheme": "vecfast.trainers.registry",
     "registered_algos": "vecfast.trainers.registry",
     "registered_schemes": "vecfast.trainers.registry",
-    "TrainResult": "vecfast.trainers.training",
-    "load_policy": "vecfast.trainers.training",
-    "train": "vecfast.trainers.training",
+    "TrainResult": "vecfast.trainers.run.training",
+    "load_policy": "vecfast.trainers.run.training",
+    "train": "vecfast.trainers.run.training",
 }
 
 

@@ -3,7 +3,8 @@
 
 Any algorithm runs under any scheme (the composition of the PyTorch RL-experimentation paper):
 a scheme builds the model, hands it to the algorithm's factory, feeds it batches of
-:class:`~vecfast.trainers.storage.Trajectories` and reports :class:`~vecfast.trainers.metrics.IterationMetrics`.
+:class:`~vecfast.trainers.sampling.storage.Trajectories` and reports
+:class:`~vecfast.trainers.run.metrics.IterationMetrics`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any, Protocol
 
 from gymnasium.vector import VectorEnv
 
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.metrics import IterationMetrics
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.run.metrics import IterationMetrics
+from vecfast.trainers.sampling.storage import Trajectories
 
 
 class Algorithm(Protocol):

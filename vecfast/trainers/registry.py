@@ -30,7 +30,7 @@ class SchemeSpec:
     so the scheme can sample with ``send``/``recv``. ``distributed``: one process per rank runs it
     (``vecfast.train(num_processes=N)`` or a launcher such as ``torchrun`` starts them).
     ``defaults``: config values it prefers, below the env family's and the algorithm's.
-    ``takes_plan``: its factory takes ``plan=`` (an :data:`~vecfast.trainers.acting_plan.PlanFactory`), so that
+    ``takes_plan``: its factory takes ``plan=`` (an :data:`~vecfast.trainers.sampling.acting_plan.PlanFactory`), so that
     self-play and populations run under it.
     """
 
@@ -67,9 +67,9 @@ DEFAULT_SCHEME = "sync"
 PAIRS = {"appo": ("ppo", "async"), "ddppo": ("ppo", "distributed")}  # names for common (algorithm, scheme) pairs
 
 # On-policy PPO as in CleanRL (its Atari settings: pixels). An env family's defaults sit above a scheme's
-# (vecfast.trainers.defaults): vector-obs envs take the family's learning rate under this scheme too.
+# (vecfast.trainers.run.defaults): vector-obs envs take the family's learning rate under this scheme too.
 _SYNC_PPO = {"num_epochs": 4, "batch_size": 256, "learning_rate": 3e-4}
-_BUILTIN_ALGORITHMS = {"ppo": ("vecfast.trainers.ppo", "PPO", {})}
+_BUILTIN_ALGORITHMS = {"ppo": ("vecfast.trainers.algorithm.ppo", "PPO", {})}
 _BUILTIN_SCHEMES = {
     "sync": ("vecfast.trainers.schemes.synchronous", "SyncTrainer", {"defaults": _SYNC_PPO, "takes_plan": True}),
     "async": (

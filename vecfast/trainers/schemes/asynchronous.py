@@ -1,7 +1,7 @@
 """The asynchronous scheme, Sample Factory's design: sampling, central batched inference and learning overlap.
 
 Three activities overlap: the vector env's worker processes step envs (two groups each,
-double-buffered), the policy-worker thread runs :mod:`vecfast.trainers.sampler` on whichever half of the
+double-buffered), the policy-worker thread runs :mod:`vecfast.trainers.sampling.sampler` on whichever half of the
 envs is ready (:mod:`.policy_worker`), and the learner (the caller's thread) takes ``batch_size`` samples
 of finished trajectories, which a batcher thread gathers in the background while the
 algorithm learns from the previous batch. The data may have been acted on by an older
@@ -21,14 +21,14 @@ from typing import Any
 import torch
 from gymnasium.vector import VectorEnv
 
-from vecfast.trainers.acting_plan import PlanFactory, single_policy
+from vecfast.trainers.algorithm.learners import Learners, mean_terms
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.learners import Learners, mean_terms
-from vecfast.trainers.metrics import IterationMetrics, PolicyLag
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.sampler import POLL_SECONDS, Sampler
+from vecfast.trainers.run.metrics import IterationMetrics, PolicyLag
+from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
+from vecfast.trainers.sampling.sampler import POLL_SECONDS, Sampler
+from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
-from vecfast.trainers.storage import Trajectories
 
 
 class Batcher(threading.Thread):
@@ -62,10 +62,10 @@ class Batcher(threading.Thread):
 
 class AsyncTrainer:
     """Asynchronous sampling and learning over a vector env with ``send``/``recv`` (any VectorEnv works, without
-    overlap). The learning side is :class:`~vecfast.trainers.learners.Learners` (one policy, or ``cfg.num_policies``
-    as in Sample Factory); who acts for which slot is the acting plan ``plan(env, learners, cfg)`` builds
-    (:mod:`vecfast.trainers.acting_plan`; ``vecfast.train`` passes :func:`vecfast.selfplay.plan_for`'s: self-play
-    in matches, populations).
+    overlap). The learning side is :class:`~vecfast.trainers.algorithm.learners.Learners` (one policy, or
+    ``cfg.num_policies`` as in Sample Factory); who acts for which slot is the acting plan ``plan(env, learners, cfg)``
+    builds (:mod:`vecfast.trainers.sampling.acting_plan`; ``vecfast.train`` passes :func:`vecfast.selfplay.plan_for`'s:
+    self-play in matches, populations).
     """
 
     def __init__(

@@ -3,7 +3,7 @@ torch.distributed run, decentralised (no parameter server).
 
 Each rank steps its own envs with its own copy of the policy and learns from its own rollout;
 ``DistributedDataParallel`` averages the gradients, so the copies stay identical (step counts,
-advantage and normaliser statistics are summed over the ranks too: :mod:`vecfast.trainers.collective`).
+advantage and normaliser statistics are summed over the ranks too: :mod:`vecfast.trainers.run.collective`).
 A synchronous step waits for the slowest rank, so stragglers are preempted: once ``sync_frac``
 of the ranks have finished their rollout, the others end theirs early, provided they have
 ``min_rollout_fraction`` of it, and learn from the shorter rollout as it is.
@@ -19,11 +19,11 @@ import torch.distributed as dist
 from gymnasium.vector import VectorEnv
 from torch.nn.parallel import DistributedDataParallel
 
-from vecfast.trainers import collective
-from vecfast.trainers.acting_plan import PlanFactory, single_policy
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.protocols import AlgorithmFactory
+from vecfast.trainers.run import collective
+from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.schemes.synchronous import SyncTrainer
 
 
@@ -80,7 +80,7 @@ class Preemption:
 
 
 class DistributedTrainer(SyncTrainer):
-    """One rank of a DD-PPO run: needs the process group its launch set up (:mod:`vecfast.trainers.launch`).
+    """One rank of a DD-PPO run: needs the process group its launch set up (:mod:`vecfast.trainers.run.launch`).
 
     Self-play runs in every rank: each rank's league draws its own opponents, and the match results are gathered
     before the books take them, so the Elo ratings and snapshots are the job's (and the ranks' learners stay equal).

@@ -2,13 +2,13 @@
 
 The rollout workers are the vector env's processes: they only step envs, in two
 alternating groups per worker (double-buffered sampling), and hold no copy of the policy.
-The policy worker (a thread of the training process) runs :class:`~vecfast.trainers.sampler.Sampler` on
+The policy worker (a thread of the training process) runs :class:`~vecfast.trainers.sampling.sampler.Sampler` on
 whichever envs finish first (``recv``), acting with its own copy of the policy (and, in self-play, frozen
 opponents); a finished trajectory goes to
 the learner's queue. The learner publishes new weights into that copy after each gradient step
 (:meth:`PolicyWorker.publish`), so the next batch already acts with them. A vector env without
 ``send``/``recv`` (or behind a wrapper that does not forward them) is stepped whole instead, with a warning
-that names the cause (:func:`~vecfast.trainers.sampler.async_api`).
+that names the cause (:func:`~vecfast.trainers.sampling.sampler.async_api`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 import torch
 from gymnasium.vector import VectorEnv
 
-from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.sampler import PolicyMapping, Sampler, async_api, only_policy
+from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.sampling.episodes import EndedEpisode
+from vecfast.trainers.sampling.sampler import PolicyMapping, Sampler, async_api, only_policy
 
 
 class PolicyWorker(threading.Thread):

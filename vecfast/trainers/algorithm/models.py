@@ -3,8 +3,8 @@
 Images (uint8 or float32, 3-D) go through a conv encoder (Sample Factory's ``convnet_simple``
 by default), and so do board planes (int8 or bool, 3-D, channels last as PettingZoo's classic games give
 them) through the ``"board"`` architecture, everything else is flattened through an MLP; the features
-are concatenated. An
-``action_mask`` entry is no input: it masks the actor's logits (:func:`vecfast.trainers.distributions.mask_logits`).
+are concatenated. An ``action_mask`` entry is no input: it masks the actor's logits
+(:func:`vecfast.trainers.algorithm.distributions.mask_logits`).
 The same module acts (one step, :meth:`ActorCritic.step`) and learns (whole trajectories with
 backpropagation through time, :meth:`ActorCritic.evaluate`).
 """
@@ -21,11 +21,11 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from vecfast.trainers.algorithm.distributions import ActionDistribution, ActionHead
+from vecfast.trainers.algorithm.normalize import RunningMeanStd
+from vecfast.trainers.algorithm.numerics import Conv2d, conv2d, native_bf16
+from vecfast.trainers.algorithm.se_resnet import se_resnet9
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.distributions import ActionDistribution, ActionHead
-from vecfast.trainers.normalize import RunningMeanStd
-from vecfast.trainers.numerics import Conv2d, conv2d, native_bf16
-from vecfast.trainers.se_resnet import se_resnet9
 
 # (out_channels, kernel, stride, padding): Sample Factory's conv encoders for pixels, and for board planes
 # two 3x3 convolutions that keep the board's size (the padding reads as empty cells), so every cell's features
@@ -100,7 +100,7 @@ class ConvEncoder(nn.Module):
     """Image (channels first, or last when the last dimension has 1, 3 or 4 channels; board planes last) -> features.
 
     ``encoder_conv_architecture``'s convolutions (:func:`_conv_body`; "se_resnet9":
-    :mod:`vecfast.trainers.se_resnet`), flattened through the ``encoder_conv_mlp_layers`` MLP.
+    :mod:`vecfast.trainers.algorithm.se_resnet`), flattened through the ``encoder_conv_mlp_layers`` MLP.
     uint8 pixels are scaled to [0, 1], float images (depth in metres) by 1, and (with
     ``normalize_input``) standardised per channel with running statistics, as Sample Factory
     normalises every observation entry. Both are affine per channel, so they are folded into the

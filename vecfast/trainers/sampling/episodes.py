@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from vecfast.trainers import collective
-from vecfast.trainers.metrics import EpisodeStats
+from vecfast.trainers.run import collective
+from vecfast.trainers.run.metrics import EpisodeStats
 
 # info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}
 # (the return and length are counted from the rewards; "t" is wall time), SAME_STEP's final

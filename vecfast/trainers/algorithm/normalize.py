@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vecfast.trainers import collective
-from vecfast.trainers.numerics import NonFiniteError
+from vecfast.trainers.algorithm.numerics import NonFiniteError
+from vecfast.trainers.run import collective
 
 
 class RunningMeanStd(nn.Module):
@@ -29,7 +29,7 @@ class RunningMeanStd(nn.Module):
     def update(self, x: torch.Tensor) -> None:
         """Fold a batch in; leading dimensions are samples. In a distributed run, every rank's batch
         (the statistics stay the same on all ranks; each must call this). A batch with values that are not
-        finite raises :class:`~vecfast.trainers.numerics.NonFiniteError` and changes nothing."""
+        finite raises :class:`~vecfast.trainers.algorithm.numerics.NonFiniteError` and changes nothing."""
         x = x.reshape(-1, *self.mean.shape).to(torch.float64)
         count_and_sum = collective.all_sum(torch.cat([x.new_tensor([x.shape[0]]), x.sum(0).flatten()]))
         n = count_and_sum[0]

@@ -273,7 +273,7 @@ def _load(path: Path, allowed: list[Any] | None = None) -> dict[str, Any]:
             f"{path} holds objects beyond tensors and plain data, so it was not loaded: a crafted file, or a "
             "checkpoint of an older vecfast (which pickled gymnasium spaces). Convert the latter once (it loads "
             'gymnasium spaces and numpy data, nothing else): python -c "from '
-            f"vecfast.trainers.run_dir import convert_legacy_checkpoint; convert_legacy_checkpoint('{path}')\""
+            f"vecfast.trainers.run.run_dir import convert_legacy_checkpoint; convert_legacy_checkpoint('{path}')\""
         ) from None
 
 

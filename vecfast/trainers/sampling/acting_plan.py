@@ -2,10 +2,10 @@
 
 Every scheme runs one (RLlib's ``policy_mapping_fn`` with the books around it): the sampler acts with its
 :attr:`~ActingPlan.policies` as :meth:`~ActingPlan.mapping` chooses when an episode starts and reports each finished
-episode to :meth:`~ActingPlan.episode_ended`; the learners (:class:`~vecfast.trainers.learners.Learners`) learn from
-the steps of their own policies, and the scheme calls :meth:`~ActingPlan.learned` after every learning step. One
-policy for every env (:class:`SinglePolicy`) is the plain case; :mod:`vecfast.selfplay` implements the league (a
-learner against its snapshots) and the population (N policies, Elo, PBT).
+episode to :meth:`~ActingPlan.episode_ended`; the learners (:class:`~vecfast.trainers.algorithm.learners.Learners`)
+learn from the steps of their own policies, and the scheme calls :meth:`~ActingPlan.learned` after every learning
+step. One policy for every env (:class:`SinglePolicy`) is the plain case; :mod:`vecfast.selfplay` implements the
+league (a learner against its snapshots) and the population (N policies, Elo, PBT).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, Protocol
 from gymnasium.vector import VectorEnv
 
 from vecfast.multiagent.slots import slot_layout_of
+from vecfast.trainers.algorithm.learners import Learners
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.episodes import EndedEpisode
-from vecfast.trainers.learners import Learners
-from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.sampling.episodes import EndedEpisode
 
 
 class ActingPlan(Protocol):

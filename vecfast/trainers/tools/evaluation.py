@@ -25,10 +25,10 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from vecfast.trainers.env_source import EnvSource, source_of_run
-from vecfast.trainers.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
-from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
-from vecfast.trainers.training import TrainResult, load_policy
+from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
+from vecfast.trainers.run.env_source import EnvSource, source_of_run
+from vecfast.trainers.run.training import TrainResult, load_policy
+from vecfast.trainers.sampling.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
 from vecfast.vector import AsyncSharedMemVectorEnv
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def evaluate(
 class _Episodes:
     """The stepping loop of :func:`evaluate`: where episodes begin and end, and their returns and lengths, as the
     trainers' sampler has them (:class:`EpisodeBoundaries`, :class:`EpisodeTracker`), plus each env's quota and
-    the ``max_steps`` cuts. Not the :class:`~vecfast.trainers.sampler.Sampler` itself: that one stores
+    the ``max_steps`` cuts. Not the :class:`~vecfast.trainers.sampling.sampler.Sampler` itself: that one stores
     trajectories, acts through ``send``/``recv`` on envs that autoreset on the next step and samples its actions;
     evaluation steps any autoreset mode whole, resets envs itself, and may take the most likely action."""
 

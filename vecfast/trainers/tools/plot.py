@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from vecfast.trainers.viewer import read_records
+from vecfast.trainers.tools.viewer import read_records
 
 INSTALL_HINT = "pip install 'vecfast[plot]'"
 X_AXES = {"env_steps": "env steps", "env_frames": "env frames", "time": "training time"}

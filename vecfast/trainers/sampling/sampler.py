@@ -1,7 +1,7 @@
 """The one sampler every scheme runs: acts on a vector env through ``send``/``recv`` and writes trajectories.
 
 Each env has its own clock: the trajectory slot it fills, the step within it, its recurrent state, and
-where its episodes begin and end (:class:`~vecfast.trainers.episodes.EpisodeBoundaries`, the rule
+where its episodes begin and end (:class:`~vecfast.trainers.sampling.episodes.EpisodeBoundaries`, the rule
 :func:`vecfast.evaluate` follows too: under gymnasium's NEXT_STEP autoreset the step after an episode's end
 only resets the env, stored with ``valid`` False, and the step after it starts an episode, ``first``). A slot
 holds ``rollout`` steps and the observation after them, whose value bootstraps the last step; a complete slot goes to
@@ -36,9 +36,9 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from vecfast.trainers.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
-from vecfast.trainers.models import ActorCritic, as_obs_dict, obs_to_tensors
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors
+from vecfast.trainers.sampling.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
+from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.wrappers.base import has_async_api
 
 POLL_SECONDS = 0.1  # how often a blocked thread checks whether it must stop

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 
 import vecfast.envs  # noqa: F401  (registers vecfast's ids)
-from vecfast.trainers.evaluation import EvalResult, evaluate, run_env
+from vecfast.trainers.tools.evaluation import EvalResult, evaluate, run_env
 
 
 def enjoy(
@@ -24,7 +24,7 @@ def enjoy(
     num_envs: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> EvalResult:
-    """:func:`~vecfast.trainers.evaluation.evaluate` the run's policy for ``episodes`` episodes; ``video``
+    """:func:`~vecfast.trainers.tools.evaluation.evaluate` the run's policy for ``episodes`` episodes; ``video``
     (.mp4 or .gif) gets their frames, one episode after another.
 
     ``which``: the run's newest checkpoint (``"last"``) or its best (``"best"``), as :func:`load_policy`.

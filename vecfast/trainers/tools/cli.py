@@ -103,9 +103,9 @@ def help_defaults(argv: Sequence[str]) -> HelpDefaults | None:
     try:
         import gymnasium
 
-        from vecfast.trainers.defaults import ConfigLayers
-        from vecfast.trainers.env_source import EnvSource
         from vecfast.trainers.registry import resolve
+        from vecfast.trainers.run.defaults import ConfigLayers
+        from vecfast.trainers.run.env_source import EnvSource
 
         recipe = resolve(known.algo, known.scheme)
         source = EnvSource.of(known.env_id, dict(known.env_kwarg))
@@ -131,7 +131,7 @@ def _add_config_options(
         "family's, the algorithm's and the env's own recipe over TrainConfig's)"
         if defaults is not None
         else "shown with TrainConfig's defaults: envs without image observations get a small MLP's "
-        "(vecfast.trainers.defaults.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's num_epochs, "
+        "(vecfast.trainers.run.defaults.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's num_epochs, "
         "...); `vecfast train ENV --help` shows those of ENV"
     )
     parser.add_argument_group(
@@ -324,14 +324,14 @@ def _read_run(run_dir: Path, checkpoint: bool) -> dict[str, Any]:
 
 def _checkpoint_steps(run_dir: Path) -> list[int]:
     """The env steps of the run's numbered checkpoints, newest first."""
-    from vecfast.trainers.run_dir import last_checkpoints
+    from vecfast.trainers.run.run_dir import last_checkpoints
 
     return [int(path.stem.removeprefix("last_")) for path in last_checkpoints(run_dir)]
 
 
 def _check_run_dir_free(run_dir: Path, resume: bool) -> None:
     """Fail before any env starts, as RunDir would after: a new run needs an empty directory, no live run."""
-    from vecfast.trainers.run_dir import RunDirExistsError, RunDirInUseError, check_run_dir
+    from vecfast.trainers.run.run_dir import RunDirExistsError, RunDirInUseError, check_run_dir
 
     try:
         check_run_dir(run_dir, resume)
@@ -357,8 +357,8 @@ def _check_config(
 ) -> None:
     """Validate the config layers as train() will (the env family's defaults are valid with any), the split of
     ``num_envs`` and the device, before anything starts. ``saved``: a resumed run's config."""
-    from vecfast.trainers.defaults import ConfigLayers
-    from vecfast.trainers.runtime import resolve_device
+    from vecfast.trainers.run.defaults import ConfigLayers
+    from vecfast.trainers.run.runtime import resolve_device
     from vecfast.trainers.schemes.synchronous import check_rollout_splits
 
     recipe = _recipe(algo, scheme)
@@ -390,13 +390,13 @@ def _train(args: argparse.Namespace) -> int:
         _check_env(env_id)
         _check_config(algo, scheme, env_id, overrides, args.num_envs, {})
 
-    from vecfast.trainers.launch import rank_from_environment
+    from vecfast.trainers.run.launch import rank_from_environment
 
     rank = rank_from_environment()  # under torchrun or srun: every rank runs this command
     if run_dir is not None and rank is None:  # (in a launched run, rank 0 checks for all)
         _check_run_dir_free(run_dir, resume=args.resume is not None)
 
-    from vecfast.trainers.training import train
+    from vecfast.trainers.run.training import train
 
     result = train(
         env_id,
@@ -459,14 +459,14 @@ def _resumed(args: argparse.Namespace) -> tuple[str, str, str | None, int, Path,
 
 def _check_env(env: str) -> None:
     """A CommandError unless ``env`` is an env id gymnasium knows or a PettingZoo module's dotted name."""
-    from vecfast.trainers.env_source import is_env_id, pettingzoo_module
+    from vecfast.trainers.run.env_source import is_env_id, pettingzoo_module
 
     if is_env_id(env) or pettingzoo_module(env) is None:
         check_env_id(env)
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from vecfast.trainers.tune import tune
+    from vecfast.trainers.tools.tune import tune
 
     check_env_id(args.env_id)
     _check_config(args.algo, None, args.env_id, _config_overrides(args), None, {})
@@ -485,7 +485,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _view(args: argparse.Namespace) -> int:
     _read_run(args.run_dir, checkpoint=False)
-    from vecfast.trainers.viewer import view
+    from vecfast.trainers.tools.viewer import view
 
     view(args.run_dir, follow=not args.once)
     return 0
@@ -496,7 +496,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     env_id = args.env or _run_env_id(args.run_dir, run)
     _check_env(env_id)
     env_kwargs = dict(args.env_kwarg) | ({} if args.split is None else {"split": args.split})
-    from vecfast.trainers.evaluation import evaluate
+    from vecfast.trainers.tools.evaluation import evaluate
 
     deterministic = not args.stochastic
     result = evaluate(
@@ -523,7 +523,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _run_env_id(run_dir: Path, run: dict[str, Any]) -> str:
     """The run's env: a registered id or a PettingZoo module (a run of an env object or factory needs --env)."""
-    from vecfast.trainers.env_source import is_env_id, pettingzoo_module
+    from vecfast.trainers.run.env_source import is_env_id, pettingzoo_module
 
     if not is_env_id(run["env"]) and pettingzoo_module(run["env"]) is None:
         raise CommandError(
@@ -536,7 +536,7 @@ def _run_env_id(run_dir: Path, run: dict[str, Any]) -> str:
 def _enjoy(args: argparse.Namespace) -> int:
     run = _read_run(args.run_dir, checkpoint=True)
     check_env_id(_run_env_id(args.run_dir, run))
-    from vecfast.trainers.enjoy import enjoy
+    from vecfast.trainers.tools.enjoy import enjoy
 
     video = None if args.no_video else (args.video or args.run_dir / "enjoy.mp4")
     result = enjoy(

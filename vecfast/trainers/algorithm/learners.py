@@ -19,11 +19,11 @@ from typing import Any
 import torch
 from gymnasium.vector import VectorEnv
 
-from vecfast.trainers.agent import Agent
+from vecfast.trainers.algorithm.agent import Agent
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.models import ActorCritic
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.sampling.storage import Trajectories
 
 
 class Learners:

@@ -16,7 +16,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from vecfast.trainers.numerics import check_logits
+from vecfast.trainers.algorithm.numerics import check_logits
 
 
 class ActionDistribution:

@@ -15,14 +15,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from vecfast.trainers import collective
+from vecfast.trainers.algorithm.losses import LossOutput, gae, ppo_loss, vtrace
+from vecfast.trainers.algorithm.lr_schedule import learning_rate
+from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.algorithm.numerics import check_gradient, refusing_non_finite
+from vecfast.trainers.algorithm.optimizers import make_optimizer
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.losses import LossOutput, gae, ppo_loss, vtrace
-from vecfast.trainers.lr_schedule import learning_rate
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.numerics import check_gradient, refusing_non_finite
-from vecfast.trainers.optimizers import make_optimizer
-from vecfast.trainers.storage import Trajectories
+from vecfast.trainers.run import collective
+from vecfast.trainers.sampling.storage import Trajectories
 
 
 class PPO:
@@ -62,7 +62,7 @@ class PPO:
         ``progress`` (in [0, 1]) sets the learning rate, the valid observations update the
         model's normalisers first, and ``after_step`` runs after every gradient step (APPO
         publishes the weights there). Returns the last step's loss terms by name. Values that are not
-        finite raise :class:`~vecfast.trainers.numerics.NonFiniteError`, naming the update, before the
+        finite raise :class:`~vecfast.trainers.algorithm.numerics.NonFiniteError`, naming the update, before the
         weights or the normalisers take them.
         """
         self.set_progress(progress)
@@ -87,7 +87,7 @@ class PPO:
         self, batch: Trajectories, advantages: torch.Tensor | None = None, targets: torch.Tensor | None = None
     ) -> tuple[LossOutput, float]:
         """One gradient step; returns the loss terms and the gradient norm before clipping. A gradient that is not
-        finite raises :class:`~vecfast.trainers.numerics.NonFiniteError` before it reaches the weights.
+        finite raises :class:`~vecfast.trainers.algorithm.numerics.NonFiniteError` before it reaches the weights.
 
         Without ``advantages`` and ``targets`` they come from the current values (V-trace or GAE).
         """

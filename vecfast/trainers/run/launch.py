@@ -240,7 +240,7 @@ def _launch(config: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     from torch.distributed.launcher.api import elastic_launch
 
     # the ranks unpickle _run_rank by its module's name; the launcher process runs this module as __main__
-    from vecfast.trainers.launch import _run_rank as run_rank
+    from vecfast.trainers.run.launch import _run_rank as run_rank
 
     try:
         return elastic_launch(config, run_rank)(fn, *args)[0]
@@ -301,7 +301,7 @@ def _launch_in(network: PrivateNetwork, config: Any, fn: Callable[..., Any], arg
     """Run the elastic launcher in a process inside ``network`` (this module as a script); its result comes
     back pickled through a pipe, from this process's own child."""
     read_end, write_end = os.pipe()
-    command = [network.launcher, "-m", "vecfast.trainers.launch", str(write_end)]
+    command = [network.launcher, "-m", "vecfast.trainers.run.launch", str(write_end)]
     stderr = None if chatter.verbose() else subprocess.PIPE  # the ranks' stderr, through _StderrFilter
     with _ctrl_c_to_the_ranks():
         try:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from vecfast.trainers.models import ActorCritic
+from vecfast.trainers.algorithm.models import ActorCritic
 
 
 def _obs_dtype(space: spaces.Space) -> torch.dtype:

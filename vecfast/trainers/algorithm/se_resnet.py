@@ -13,7 +13,7 @@ ResNet18 with every other BasicBlock removed, as bps-nav's ``se_resnet9_fixup`` 
 
 A 64x64 image becomes 16x16 after the stem, then 16, 8, 4 and 2: a 512 x 2 x 2 map (2048
 features). bps-nav compresses it with one more 3x3 convolution to 1024 features before its fully
-connected layer; here :class:`vecfast.trainers.models.ConvEncoder` flattens the map into its MLP
+connected layer; here :class:`vecfast.trainers.algorithm.models.ConvEncoder` flattens the map into its MLP
 (``encoder_conv_mlp_layers``). The blocks use ReLU whatever ``nonlinearity`` says: Fixup's
 scaling assumes it.
 """
@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from vecfast.trainers.numerics import Conv2d
+from vecfast.trainers.algorithm.numerics import Conv2d
 
 WIDTHS = (64, 128, 256, 512)  # channels of the 4 stages (bps-nav's base planes 64, doubled per stage)
 SPACE_TO_DEPTH = 4  # side of the pixel blocks that the stem turns into channels
@@ -108,7 +108,7 @@ class FixupBasicBlock(nn.Module):
 def se_resnet9(
     in_channels: int, widths: tuple[int, ...] = WIDTHS, reduction: int = SE_REDUCTION
 ) -> tuple[SpaceToDepth, nn.Conv2d, list[nn.Module]]:
-    """The network in the three parts :class:`~vecfast.trainers.models.ConvEncoder` composes:
+    """The network in the three parts :class:`~vecfast.trainers.algorithm.models.ConvEncoder` composes:
     (space-to-depth, the stem's 1x1 convolution, the layers after it: ReLU and the blocks).
 
     The encoder folds the input's scale and normalisation into the stem's convolution (it has no

@@ -1,4 +1,4 @@
-"""``vecfast.train()``: resolve the run once (:mod:`vecfast.trainers.run_spec`), then run it: build the env and
+"""``vecfast.train()``: resolve the run once (:mod:`vecfast.trainers.run.run_spec`), then run it: build the env and
 the trainer, train until the budget, keep a run directory.
 
 A distributed scheme's launcher (``train(..., algo="ddppo")`` here, or torchrun whose ranks each call ``train``)
@@ -30,22 +30,22 @@ from gymnasium.vector import VectorEnv
 
 from vecfast import chatter
 from vecfast.selfplay import plan_for
-from vecfast.trainers import collective
+from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.env_source import EnvSource
-from vecfast.trainers.launch import (
+from vecfast.trainers.protocols import Trainer
+from vecfast.trainers.registry import Recipe, resolve
+from vecfast.trainers.run import collective
+from vecfast.trainers.run.env_source import EnvSource
+from vecfast.trainers.run.launch import (
     RankInfo,
     init_process_group,
     launch_local,
     leave_process_group,
     rank_from_environment,
 )
-from vecfast.trainers.metrics import IterationMetrics
-from vecfast.trainers.models import ActorCritic
-from vecfast.trainers.progress import ProgressPrinter
-from vecfast.trainers.protocols import Trainer
-from vecfast.trainers.registry import Recipe, resolve
-from vecfast.trainers.run_dir import (
+from vecfast.trainers.run.metrics import IterationMetrics
+from vecfast.trainers.run.progress import ProgressPrinter
+from vecfast.trainers.run.run_dir import (
     RunDir,
     default_run_dir,
     load_checkpoint,
@@ -53,11 +53,11 @@ from vecfast.trainers.run_dir import (
     space_from_data,
     space_to_data,
 )
-from vecfast.trainers.run_spec import RunSpec, resolve_run, train_arguments
-from vecfast.trainers.runtime import resolve_device
-from vecfast.trainers.step_timeout import RunStepTimeout
-from vecfast.trainers.tune import available_cores
-from vecfast.trainers.viewer import LiveDashboard
+from vecfast.trainers.run.run_spec import RunSpec, resolve_run, train_arguments
+from vecfast.trainers.run.runtime import resolve_device
+from vecfast.trainers.run.step_timeout import RunStepTimeout
+from vecfast.trainers.tools.tune import available_cores
+from vecfast.trainers.tools.viewer import LiveDashboard
 from vecfast.vector.process_cleanup import watch_owner
 
 
@@ -158,11 +158,11 @@ def train(
     ``with_pbt=True`` evolving them (:mod:`vecfast.selfplay.population`); ``policy_mapping`` is code, so pass it
     again to ``resume``.
     ``num_workers="auto"`` measures env step and inference time first and chooses
-    ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tune`); the choice
+    ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tools.tune`); the choice
     and its reasons go to ``config.json``. ``run_dir`` (default ``runs/<env>_<algo>_<time>_<random>``)
     receives the config, metrics (JSONL and TensorBoard event files) and checkpoints; it must
     be new or empty unless ``resume``, and is locked while the run lives.
-    ``live``: show the live dashboard (:mod:`vecfast.trainers.viewer`) in the terminal.
+    ``live``: show the live dashboard (:mod:`vecfast.trainers.tools.viewer`) in the terminal.
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
     Ctrl-C, SIGTERM or SIGUSR1 stops training after the current iteration: a final checkpoint

@@ -1,9 +1,9 @@
 """A run resolved once: ``vecfast.train``'s arguments as a :class:`RunSpec` that one process, or every rank of a
-distributed run, runs (:func:`vecfast.trainers.training.run`).
+distributed run, runs (:func:`vecfast.trainers.run.training.run`).
 
 Resolving is where every choice about a run is made, the same way for a new run and a resumed one: the env's
-source (:mod:`~vecfast.trainers.env_source`), the algorithm and scheme, the config's layers
-(:class:`~vecfast.trainers.defaults.ConfigLayers`: defaults, env recipe, a resumed run's config, the caller's
+source (:mod:`~vecfast.trainers.run.env_source`), the algorithm and scheme, the config's layers
+(:class:`~vecfast.trainers.run.defaults.ConfigLayers`: defaults, env recipe, a resumed run's config, the caller's
 keys; the env family's once its env is built), the run directory, and ``num_workers="auto"``'s measurement.
 A bad key or value fails here, before any env or rank starts.
 """
@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vecfast.trainers import collective
 from vecfast.trainers.config import AUTO, TrainConfig, check_keys
-from vecfast.trainers.defaults import ConfigLayers
-from vecfast.trainers.env_source import EnvSource
-from vecfast.trainers.launch import RankInfo
 from vecfast.trainers.registry import Recipe, resolve
-from vecfast.trainers.run_dir import check_run_dir, default_run_dir, env_kwargs_data, load_checkpoint
-from vecfast.trainers.runtime import resolve_device
-from vecfast.trainers.tune import Tuning
+from vecfast.trainers.run import collective
+from vecfast.trainers.run.defaults import ConfigLayers
+from vecfast.trainers.run.env_source import EnvSource
+from vecfast.trainers.run.launch import RankInfo
+from vecfast.trainers.run.run_dir import check_run_dir, default_run_dir, env_kwargs_data, load_checkpoint
+from vecfast.trainers.run.runtime import resolve_device
+from vecfast.trainers.tools.tune import Tuning
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def _auto_tune(source: EnvSource, recipe: Recipe, layers: ConfigLayers) -> Tunin
     """``num_workers="auto"``: measure and choose before anything else starts; print why."""
     import sys
 
-    from vecfast.trainers.tune import tune
+    from vecfast.trainers.tools.tune import tune
 
     if source.id is None:
         raise ValueError(

@@ -20,8 +20,8 @@ from typing import Any
 
 from gymnasium import spaces
 
+from vecfast.trainers.algorithm.models import is_board, is_image, observation_spaces
 from vecfast.trainers.config import TrainConfig, split_num_envs
-from vecfast.trainers.models import is_board, is_image, observation_spaces
 from vecfast.trainers.registry import Recipe
 
 VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
