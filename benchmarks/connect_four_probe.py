@@ -3,61 +3,25 @@ its critic's value there.
 
     python benchmarks/connect_four_probe.py RUN_DIR_OR_CHECKPOINT [...] --games 200
 
-The policy plays ``--games`` games against the one-ply bot (seats alternated, its moves sampled). At each of its
-turns where it can win at once, the probe reads its distribution: the probability on the winning column(s), and the
-value its critic gives the position; where it cannot win but the opponent threatens to, the probability on the
-blocking column(s). A policy that half-takes its wins because it is unsure puts ~0.5 on them everywhere; one that
-has learned some patterns and not others puts ~1 on some and ~0 on the rest. The critic should value a position
-it wins at once with probability p at about p (a win is worth 1): a much lower value says the critic does not see
-the win either. Prints one line per checkpoint.
+The policy plays ``--games`` games against the one-ply bot (seats alternated, its moves sampled) through
+:func:`vecfast.selfplay.probes.probing_bot`: at each of its turns where it can win at once, the probability on the
+winning column(s) and its critic's value; where it cannot win but the opponent threatens to, the probability on the
+blocking column(s) (what these say: :mod:`vecfast.selfplay.probes`). Prints one line per checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from pettingzoo.classic import connect_four_v3
 
-from vecfast.selfplay.bots import one_move_tactics, one_ply_connect_four
+from vecfast.selfplay.bots import one_ply_connect_four
 from vecfast.selfplay.matches import play_games
+from vecfast.selfplay.probes import BeliefProbe, probing_bot
 from vecfast.trainers import load_policy
-from vecfast.trainers.algorithm.models import ActorCritic, obs_to_tensors
-
-
-@dataclass
-class Probe:
-    """The policy's probability on the tactical columns at each decisive turn, and its value where it could win."""
-
-    win_probability: list[float] = field(default_factory=list)
-    win_value: list[float] = field(default_factory=list)
-    block_probability: list[float] = field(default_factory=list)
-
-
-def probed(policy: ActorCritic, probe: Probe) -> Any:
-    """``policy`` as a bot that samples its moves and records its beliefs at decisive turns into ``probe``."""
-
-    def bot(observation: Mapping[str, Any]) -> int:
-        entries = {key: np.asarray(observation[key])[None] for key in policy.obs_spaces}
-        with torch.no_grad():
-            dist, value, _ = policy.step(
-                obs_to_tensors(entries, "cpu"), policy.initial_state(1), torch.ones(1, dtype=torch.bool)
-            )
-        probs = dist.dists[0].probs[0].numpy()
-        wins, blocks = one_move_tactics(observation)
-        if wins:
-            probe.win_probability.append(float(probs[wins].sum()))
-            probe.win_value.append(float(value[0]))
-        elif blocks:
-            probe.block_probability.append(float(probs[blocks].sum()))
-        return int(dist.sample()[0])
-
-    return bot
 
 
 def spread(values: list[float]) -> str:
@@ -77,10 +41,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     for path in args.checkpoints:
-        probe = Probe()
+        probe = BeliefProbe()
         torch.manual_seed(args.seed)
         play_games(
-            probed(load_policy(path), probe),
+            probing_bot(load_policy(path), probe),
             one_ply_connect_four(seed=args.seed),
             connect_four_v3.env,
             args.games,

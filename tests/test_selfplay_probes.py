@@ -1,9 +1,6 @@
-"""benchmarks/connect_four_probe.py reads the policy's own beliefs at the turns one move decides."""
+"""vecfast.selfplay.probes reads the policy's own beliefs at the turns one move decides."""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,10 +8,8 @@ import torch
 from test_selfplay_matches import board, connect_four_policy
 
 from vecfast.selfplay.bots import one_move_tactics
+from vecfast.selfplay.probes import BeliefProbe, probing_bot
 from vecfast.trainers.algorithm.models import obs_to_tensors
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-connect_four_probe = pytest.importorskip("connect_four_probe")
 
 
 def probabilities(policy, observation) -> np.ndarray:  # noqa: ANN001
@@ -24,10 +19,10 @@ def probabilities(policy, observation) -> np.ndarray:  # noqa: ANN001
 
 
 def test_where_it_can_win_the_probe_records_the_probability_of_the_winning_column() -> None:
-    policy, probe = connect_four_policy(), connect_four_probe.Probe()
+    policy, probe = connect_four_policy(), BeliefProbe()
     position = board([(5, 0), (5, 1), (5, 2)], [(4, 0), (4, 1)])  # a win in column 3
     assert one_move_tactics(position) == ([3], [])
-    move = connect_four_probe.probed(policy, probe)(position)
+    move = probing_bot(policy, probe)(position)
     assert position["action_mask"][move]
     assert probe.win_probability == pytest.approx([probabilities(policy, position)[3]])
     assert len(probe.win_value) == 1
@@ -35,9 +30,9 @@ def test_where_it_can_win_the_probe_records_the_probability_of_the_winning_colum
 
 
 def test_where_it_must_block_the_probe_records_the_probability_of_the_blocking_column() -> None:
-    policy, probe = connect_four_policy(), connect_four_probe.Probe()
+    policy, probe = connect_four_policy(), BeliefProbe()
     position = board([(4, 2), (4, 3)], [(5, 2), (5, 3), (5, 4)])  # the opponent wins in 1 or 5: both block
     assert one_move_tactics(position) == ([], [1, 5])
-    connect_four_probe.probed(policy, probe)(position)
+    probing_bot(policy, probe)(position)
     assert probe.block_probability == pytest.approx([probabilities(policy, position)[[1, 5]].sum()])
     assert probe.win_probability == []

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import appo_vs_sample_factory  # this directory: pytest puts a test's own directory on the path
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-appo_vs_sample_factory = pytest.importorskip("appo_vs_sample_factory")
 
 # a report as Sample Factory 2.1.1 prints it to a terminal, colour codes included
 SF_LINE = (
