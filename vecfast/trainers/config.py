@@ -1,4 +1,7 @@
-"""Training configuration: one flat dataclass whose keys take Sample Factory's names where one exists."""
+"""Training configuration by concern (sampling, PPO, the asynchronous and distributed schemes, self-play, populations
+and PBT, the model, the system, the run directory): one dataclass each, whose fields carry their defaults and help
+and whose ``check`` validates them; :class:`TrainConfig` holds them all as one flat set of keys, Sample Factory's
+names where one exists, as ``vecfast train``'s options are."""
 
 from __future__ import annotations
 
@@ -11,34 +14,38 @@ import numbers
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 AUTO = "auto"  # num_workers="auto" in train(): tune, then train with the choice
 TUNED_KEYS = ("num_workers", "num_envs_per_worker")  # the keys that num_workers="auto" chooses
 
 
 @dataclass
-class TrainConfig:
-    """Every knob of the built-in trainers; ``TrainConfig.from_overrides(**kw)`` validates names.
+class SamplingConfig:
+    """How the envs are stepped and cut into trajectories."""
 
-    Sampling: ``num_workers`` processes step ``num_envs_per_worker`` envs each (``vecfast.train``
-    also takes ``num_workers="auto"`` and replaces both with what :mod:`vecfast.trainers.tools.tune`
-    chooses); a trajectory is ``rollout`` steps of one env. Learning, as in Sample Factory: a gradient step takes
-    ``batch_size`` samples (``batch_size // rollout`` whole trajectories, so a recurrent core
-    backpropagates through the rollout), independent of the number of envs; an iteration
-    learns from ``num_batches_per_epoch`` such minibatches, ``num_epochs`` times.
-    """
+    GROUP: ClassVar[str] = "sampling"
 
-    # Each field's docstring (the string under it) is its help: `vecfast train --help` shows it (field_docs()).
-
-    # sampling
     num_workers: int = 2
     """Worker processes that step the envs; "auto" measures this machine and chooses it and num_envs_per_worker."""
     num_envs_per_worker: int = 8
     """Envs each worker steps: the vector env has num_workers * num_envs_per_worker."""
     rollout: int = 32
     """Steps of one env in a trajectory, the unit that is learned from (and backpropagated through by the RNN)."""
-    # learning
+
+    def check(self) -> None:
+        _check_count("num_workers", self.num_workers, " (or 'auto' in vecfast.train, which measures and chooses)")
+        _check_count("num_envs_per_worker", self.num_envs_per_worker, " (num_workers='auto' chooses it)")
+        if self.rollout < 2:
+            raise ValueError(f"rollout must be >= 2, got {self.rollout}")
+
+
+@dataclass
+class PPOConfig:
+    """How PPO learns from a batch (Sample Factory's names)."""
+
+    GROUP: ClassVar[str] = "PPO"
+
     batch_size: int = 512
     """Samples per gradient step, batch_size // rollout whole trajectories: a multiple of rollout."""
     num_epochs: int = 1
@@ -57,17 +64,16 @@ class TrainConfig:
     lr_warmup_updates: int = 0
     """Gradient steps over which the learning rate rises linearly from learning_rate to its lr_scaling value;
     0: scaled from the start."""
+    optimizer: str = "adam"
+    """The optimiser: "adam", or "lamb" (Large Batch Simulation's): Adam's update scaled per weight tensor by the
+    trust ratio min(||w||, 10) / ||update|| clipped to [0.01, 100]; biases and other 1-D parameters, and tensors
+    that start too small for the ratio (Fixup's zeroed convolutions, the actor's output layer), as AdamW."""
     adam_eps: float = 1e-6
     """Adam's epsilon, added to the root of its mean of squared gradients."""
     adam_beta1: float = 0.9
     """Adam's decay of its mean of gradients."""
     adam_beta2: float = 0.999
     """Adam's decay of its mean of squared gradients."""
-    # optimiser (LAMB takes adam_eps and adam_beta1/2 too)
-    optimizer: str = "adam"
-    """The optimiser: "adam", or "lamb" (Large Batch Simulation's): Adam's update scaled per weight tensor by the
-    trust ratio min(||w||, 10) / ||update|| clipped to [0.01, 100]; biases and other 1-D parameters, and tensors
-    that start too small for the ratio (Fixup's zeroed convolutions, the actor's output layer), as AdamW."""
     weight_decay: float = 0.0
     """LAMB's decoupled weight decay of the weight matrices and convolution kernels (not of biases or other
     1-D parameters); bps-nav's LAMB uses 1e-4. optimizer="adam" takes none."""
@@ -87,11 +93,67 @@ class TrainConfig:
     """Weight of the entropy bonus."""
     normalize_advantage: bool = True
     """Normalise the advantages of each minibatch to mean 0 and std 1."""
+
+    def check(self) -> None:
+        if self.batch_size % self.rollout:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of rollout ({self.rollout})")
+        if self.num_epochs < 1 or self.num_batches_per_epoch < 1:
+            raise ValueError("num_epochs and num_batches_per_epoch must be >= 1")
+        if self.lr_schedule not in ("constant", "linear_decay", "cosine"):
+            raise ValueError(f"lr_schedule must be 'constant', 'linear_decay' or 'cosine', got {self.lr_schedule!r}")
+        if self.lr_scaling not in ("none", "sqrt"):
+            raise ValueError(f"lr_scaling must be 'none' or 'sqrt', got {self.lr_scaling!r}")
+        warmup = self.lr_warmup_updates
+        if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
+            raise ValueError(f"lr_warmup_updates must be an int >= 0, got {warmup!r}")
+        if self.optimizer not in ("adam", "lamb"):
+            raise ValueError(f"optimizer must be 'adam' or 'lamb', got {self.optimizer!r}")
+        if not (isinstance(self.weight_decay, numbers.Real) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
+        if self.weight_decay and self.optimizer != "lamb":
+            raise ValueError(f"weight_decay applies to optimizer='lamb' only, got optimizer={self.optimizer!r}")
+
+
+@dataclass
+class AsyncConfig:
+    """The asynchronous scheme's (APPO's) own knobs."""
+
+    GROUP: ClassVar[str] = "asynchronous (APPO)"
+
     with_vtrace: bool = True
     """APPO: V-trace targets with rho_bar = c_bar = 1; off: GAE on the current values."""
-    # self-play (a vector env of agent slots: TurnBasedVectorEnv, MultiAgentVectorEnv, DoomMatchesVectorEnv)
+
+    def check(self) -> None:
+        pass
+
+
+@dataclass
+class DistributedConfig:
+    """DD-PPO's preemption of stragglers."""
+
+    GROUP: ClassVar[str] = "distributed (DD-PPO)"
+
+    sync_frac: float = 0.6
+    """DD-PPO: once this share of the ranks have finished their rollout, the others end theirs early."""
+    min_rollout_fraction: float = 0.25
+    """DD-PPO: a rollout ends early only after this share of its steps."""
+
+    def check(self) -> None:
+        if not 0.0 < self.sync_frac <= 1.0 or not 0.0 <= self.min_rollout_fraction <= 1.0:
+            raise ValueError(
+                f"sync_frac must be in (0, 1] and min_rollout_fraction in [0, 1], "
+                f"got {self.sync_frac} and {self.min_rollout_fraction}"
+            )
+
+
+@dataclass
+class SelfPlayConfig:
+    """Self-play of one learner against its snapshots (a vector env of agent slots)."""
+
+    GROUP: ClassVar[str] = "self-play"
+
     opponent_seats: int = 2
-    """Self-play under the async scheme: frozen models that hold past snapshots of the learner as opponents; each
+    """Self-play (every scheme): frozen models that hold past snapshots of the learner as opponents; each
     game seats the learner against the latest policy (itself) or a snapshot. 0: the latest plays every seat."""
     latest_opponent_probability: float = 0.8
     """Self-play: the share of games against the latest policy; the others draw a past snapshot (OpenAI Five)."""
@@ -100,7 +162,26 @@ class TrainConfig:
     snapshot_win_rate: float = 0.7
     """Self-play: a snapshot is also taken once the learner's mean score against the snapshots (win 1, draw 0.5)
     over its last 100 games reaches this."""
-    # populations (Sample Factory's num_policies and PBT; the sync and async schemes)
+
+    def check(self) -> None:
+        if self.opponent_seats < 0 or self.snapshot_every_updates < 1:
+            raise ValueError(
+                f"opponent_seats must be >= 0 and snapshot_every_updates >= 1, "
+                f"got {self.opponent_seats} and {self.snapshot_every_updates}"
+            )
+        if not 0.0 <= self.latest_opponent_probability <= 1.0 or not 0.0 < self.snapshot_win_rate <= 1.0:
+            raise ValueError(
+                f"latest_opponent_probability must be in [0, 1] and snapshot_win_rate in (0, 1], "
+                f"got {self.latest_opponent_probability} and {self.snapshot_win_rate}"
+            )
+
+
+@dataclass
+class PopulationConfig:
+    """Populations (Sample Factory's num_policies) and population-based training."""
+
+    GROUP: ClassVar[str] = "population and PBT"
+
     num_policies: int = 1
     """Learning policies that share the envs, each with its own model and optimiser; each agent's episode is
     played by one of them (train()'s policy_mapping; default: a random one, re-drawn every
@@ -130,12 +211,32 @@ class TrainConfig:
     """PBT: see pbt_perturb_min."""
     pbt_optimize_gamma: bool = False
     """PBT: mutate the discount too (through 1 - gamma)."""
-    # distributed (DD-PPO)
-    sync_frac: float = 0.6
-    """DD-PPO: once this share of the ranks have finished their rollout, the others end theirs early."""
-    min_rollout_fraction: float = 0.25
-    """DD-PPO: a rollout ends early only after this share of its steps."""
-    # model
+
+    def check(self) -> None:
+        _check_count("num_policies", self.num_policies, "")
+        _check_count("resample_policy_every_episodes", self.resample_policy_every_episodes, "")
+        if self.policies_to_train is not None and (
+            not all(isinstance(p, numbers.Integral) and 0 <= p < self.num_policies for p in self.policies_to_train)
+            or len(set(self.policies_to_train)) != len(self.policies_to_train)
+        ):
+            raise ValueError(
+                f"policies_to_train must be distinct policy indices in 0..{self.num_policies - 1} (num_policies="
+                f"{self.num_policies}), or None for all; got {self.policies_to_train!r}"
+            )
+        if self.with_pbt and self.num_policies < 2:
+            raise ValueError("with_pbt needs a population: num_policies >= 2")
+        if self.with_pbt:
+            from vecfast.selfplay.pbt import PBTConfig  # (which reads this module)
+
+            PBTConfig.of(self)  # checks its knobs
+
+
+@dataclass
+class ModelConfig:
+    """The actor-critic model: encoders, core, normalisation."""
+
+    GROUP: ClassVar[str] = "model"
+
     use_rnn: bool = True
     """A GRU core between the encoders and the actor and critic heads."""
     rnn_size: int = 512
@@ -172,7 +273,30 @@ class TrainConfig:
     sin angle), as habitat-lab's PointNav policy reads its goal: no jump where the angle wraps at +-pi."""
     normalize_returns: bool = True
     """The critic predicts normalised returns."""
-    # system
+
+    def check(self) -> None:
+        if self.encoder_conv_architecture not in ("convnet_simple", "convnet_atari", "board", "se_resnet9"):
+            raise ValueError(
+                "encoder_conv_architecture must be 'convnet_simple', 'convnet_atari', 'board' or 'se_resnet9', "
+                f"got {self.encoder_conv_architecture!r}"
+            )
+        _check_count("encoder_base_channels", self.encoder_base_channels, "")
+        if isinstance(self.prev_action_embedding, bool) or not (
+            isinstance(self.prev_action_embedding, numbers.Integral) and self.prev_action_embedding >= 0
+        ):
+            raise ValueError(f"prev_action_embedding must be an int >= 0, got {self.prev_action_embedding!r}")
+        if self.encoder_bf16 not in (True, False, "auto"):
+            raise ValueError(f"encoder_bf16 must be True, False or 'auto', got {self.encoder_bf16!r}")
+        if self.nonlinearity not in ("elu", "relu", "tanh"):
+            raise ValueError(f"nonlinearity must be 'elu', 'relu' or 'tanh', got {self.nonlinearity!r}")
+
+
+@dataclass
+class SystemConfig:
+    """Device, threads, seeds, time limits and the progress line."""
+
+    GROUP: ClassVar[str] = "system"
+
     device: str = "auto"
     """A torch device (cpu, cuda, cuda:1); "auto": CUDA when torch sees a GPU, else CPU."""
     torch_threads: int = 1
@@ -191,7 +315,24 @@ class TrainConfig:
     """Seconds the env constructors may take before the run stops; None: no limit."""
     print_every_sec: float | None = 10.0
     """A progress line this often (stderr) unless the live dashboard shows; None: quiet."""
-    # run directory
+
+    def check(self) -> None:
+        if not (self.step_timeout in (None, "auto") or _positive_number(self.step_timeout)):
+            raise ValueError(
+                f"step_timeout must be a positive number of seconds, 'auto' or None, got {self.step_timeout!r}"
+            )
+        if not (self.env_start_timeout is None or _positive_number(self.env_start_timeout)):
+            raise ValueError(
+                f"env_start_timeout must be a positive number of seconds or None, got {self.env_start_timeout!r}"
+            )
+
+
+@dataclass
+class RunDirConfig:
+    """Checkpoints and the statistics a run keeps."""
+
+    GROUP: ClassVar[str] = "run directory"
+
     save_every_sec: float = 120.0
     """Write a checkpoint this often."""
     save_best_every_sec: float | None = 30.0
@@ -200,6 +341,33 @@ class TrainConfig:
     """Numbered checkpoints kept, the newest (best.pt besides)."""
     stats_avg: int = 100
     """Episodes in the running mean of returns."""
+
+    def check(self) -> None:
+        pass
+
+
+@dataclass
+class TrainConfig(
+    RunDirConfig,
+    SystemConfig,
+    ModelConfig,
+    PopulationConfig,
+    SelfPlayConfig,
+    DistributedConfig,
+    AsyncConfig,
+    PPOConfig,
+    SamplingConfig,
+):
+    """Every knob of the built-in trainers, by concern (one base class each, in :data:`CONCERNS`); keys take Sample
+    Factory's names where one exists. ``TrainConfig.from_overrides(**kw)`` validates names and values.
+
+    Sampling: ``num_workers`` processes step ``num_envs_per_worker`` envs each (``vecfast.train``
+    also takes ``num_workers="auto"`` and replaces both with what :mod:`vecfast.trainers.tools.tune`
+    chooses); a trajectory is ``rollout`` steps of one env. Learning, as in Sample Factory: a gradient step takes
+    ``batch_size`` samples (``batch_size // rollout`` whole trajectories, so a recurrent core
+    backpropagates through the rollout), independent of the number of envs; an iteration
+    learns from ``num_batches_per_epoch`` such minibatches, ``num_epochs`` times.
+    """
 
     @classmethod
     def from_overrides(cls, base: TrainConfig | None = None, **overrides: Any) -> TrainConfig:
@@ -220,154 +388,30 @@ class TrainConfig:
         return self.num_workers * self.num_envs_per_worker
 
     def validate(self) -> None:
-        _check_count("num_workers", self.num_workers, " (or 'auto' in vecfast.train, which measures and chooses)")
-        _check_count("num_envs_per_worker", self.num_envs_per_worker, " (num_workers='auto' chooses it)")
-        if self.rollout < 2:
-            raise ValueError(f"rollout must be >= 2, got {self.rollout}")
-        if self.batch_size % self.rollout:
-            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of rollout ({self.rollout})")
-        if self.num_epochs < 1 or self.num_batches_per_epoch < 1:
-            raise ValueError("num_epochs and num_batches_per_epoch must be >= 1")
-        if self.lr_schedule not in ("constant", "linear_decay", "cosine"):
-            raise ValueError(f"lr_schedule must be 'constant', 'linear_decay' or 'cosine', got {self.lr_schedule!r}")
-        if self.lr_scaling not in ("none", "sqrt"):
-            raise ValueError(f"lr_scaling must be 'none' or 'sqrt', got {self.lr_scaling!r}")
-        warmup = self.lr_warmup_updates
-        if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
-            raise ValueError(f"lr_warmup_updates must be an int >= 0, got {warmup!r}")
-        if self.optimizer not in ("adam", "lamb"):
-            raise ValueError(f"optimizer must be 'adam' or 'lamb', got {self.optimizer!r}")
-        if not (isinstance(self.weight_decay, numbers.Real) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
-        if self.weight_decay and self.optimizer != "lamb":
-            raise ValueError(f"weight_decay applies to optimizer='lamb' only, got optimizer={self.optimizer!r}")
-        if self.encoder_conv_architecture not in ("convnet_simple", "convnet_atari", "board", "se_resnet9"):
-            raise ValueError(
-                "encoder_conv_architecture must be 'convnet_simple', 'convnet_atari', 'board' or 'se_resnet9', "
-                f"got {self.encoder_conv_architecture!r}"
-            )
-        _check_count("encoder_base_channels", self.encoder_base_channels, "")
-        if isinstance(self.prev_action_embedding, bool) or not (
-            isinstance(self.prev_action_embedding, numbers.Integral) and self.prev_action_embedding >= 0
-        ):
-            raise ValueError(f"prev_action_embedding must be an int >= 0, got {self.prev_action_embedding!r}")
-        if self.encoder_bf16 not in (True, False, "auto"):
-            raise ValueError(f"encoder_bf16 must be True, False or 'auto', got {self.encoder_bf16!r}")
-        if not (self.step_timeout in (None, "auto") or _positive_number(self.step_timeout)):
-            raise ValueError(
-                f"step_timeout must be a positive number of seconds, 'auto' or None, got {self.step_timeout!r}"
-            )
-        if not (self.env_start_timeout is None or _positive_number(self.env_start_timeout)):
-            raise ValueError(
-                f"env_start_timeout must be a positive number of seconds or None, got {self.env_start_timeout!r}"
-            )
-        if self.opponent_seats < 0 or self.snapshot_every_updates < 1:
-            raise ValueError(
-                f"opponent_seats must be >= 0 and snapshot_every_updates >= 1, "
-                f"got {self.opponent_seats} and {self.snapshot_every_updates}"
-            )
-        if not 0.0 <= self.latest_opponent_probability <= 1.0 or not 0.0 < self.snapshot_win_rate <= 1.0:
-            raise ValueError(
-                f"latest_opponent_probability must be in [0, 1] and snapshot_win_rate in (0, 1], "
-                f"got {self.latest_opponent_probability} and {self.snapshot_win_rate}"
-            )
-        _check_count("num_policies", self.num_policies, "")
-        _check_count("resample_policy_every_episodes", self.resample_policy_every_episodes, "")
-        if self.policies_to_train is not None and (
-            not all(isinstance(p, numbers.Integral) and 0 <= p < self.num_policies for p in self.policies_to_train)
-            or len(set(self.policies_to_train)) != len(self.policies_to_train)
-        ):
-            raise ValueError(
-                f"policies_to_train must be distinct policy indices in 0..{self.num_policies - 1} (num_policies="
-                f"{self.num_policies}), or None for all; got {self.policies_to_train!r}"
-            )
-        if self.with_pbt and self.num_policies < 2:
-            raise ValueError("with_pbt needs a population: num_policies >= 2")
-        if self.with_pbt:
-            from vecfast.selfplay.pbt import PBTConfig  # (which reads this module)
-
-            PBTConfig.of(self)  # checks its knobs
-        if not 0.0 < self.sync_frac <= 1.0 or not 0.0 <= self.min_rollout_fraction <= 1.0:
-            raise ValueError(
-                f"sync_frac must be in (0, 1] and min_rollout_fraction in [0, 1], "
-                f"got {self.sync_frac} and {self.min_rollout_fraction}"
-            )
-        if self.nonlinearity not in ("elu", "relu", "tanh"):
-            raise ValueError(f"nonlinearity must be 'elu', 'relu' or 'tanh', got {self.nonlinearity!r}")
+        """Each concern checks its own keys (a ValueError naming the key)."""
+        for concern in CONCERNS:
+            concern.check(self)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-# The config's keys by concern, in the order `vecfast train --help` lists them: every field in exactly one group.
+CONCERNS = (
+    SamplingConfig,
+    PPOConfig,
+    AsyncConfig,
+    DistributedConfig,
+    SelfPlayConfig,
+    PopulationConfig,
+    ModelConfig,
+    SystemConfig,
+    RunDirConfig,
+)
+"""The config's concerns in the order ``vecfast train --help`` lists them."""
+
+# The config's keys by concern: every field in exactly one group.
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
-    "sampling": ("num_workers", "num_envs_per_worker", "rollout"),
-    "PPO": (
-        "batch_size",
-        "num_epochs",
-        "num_batches_per_epoch",
-        "learning_rate",
-        "lr_schedule",
-        "lr_scaling",
-        "lr_warmup_updates",
-        "optimizer",
-        "adam_eps",
-        "adam_beta1",
-        "adam_beta2",
-        "weight_decay",
-        "max_grad_norm",
-        "gamma",
-        "gae_lambda",
-        "ppo_clip_ratio",
-        "ppo_clip_value",
-        "value_loss_coeff",
-        "exploration_loss_coeff",
-        "normalize_advantage",
-    ),
-    "asynchronous (APPO)": ("with_vtrace",),
-    "distributed (DD-PPO)": ("sync_frac", "min_rollout_fraction"),
-    "self-play": ("opponent_seats", "latest_opponent_probability", "snapshot_every_updates", "snapshot_win_rate"),
-    "population and PBT": (
-        "num_policies",
-        "policies_to_train",
-        "resample_policy_every_episodes",
-        "with_pbt",
-        "pbt_period_env_steps",
-        "pbt_start_mutation",
-        "pbt_replace_fraction",
-        "pbt_mutation_rate",
-        "pbt_replace_reward_gap",
-        "pbt_replace_reward_gap_absolute",
-        "pbt_perturb_min",
-        "pbt_perturb_max",
-        "pbt_optimize_gamma",
-    ),
-    "model": (
-        "use_rnn",
-        "rnn_size",
-        "encoder_conv_architecture",
-        "encoder_base_channels",
-        "encoder_conv_mlp_layers",
-        "encoder_mlp_layers",
-        "prev_action_embedding",
-        "nonlinearity",
-        "encoder_bf16",
-        "normalize_input",
-        "unnormalized_inputs",
-        "polar_inputs",
-        "normalize_returns",
-    ),
-    "system": (
-        "device",
-        "torch_threads",
-        "seed",
-        "train_for_seconds",
-        "env_frameskip",
-        "step_timeout",
-        "env_start_timeout",
-        "print_every_sec",
-    ),
-    "run directory": ("save_every_sec", "save_best_every_sec", "keep_checkpoints", "stats_avg"),
+    concern.GROUP: tuple(f.name for f in dataclasses.fields(concern)) for concern in CONCERNS
 }
 
 
@@ -437,12 +481,16 @@ def _positive_number(value: Any) -> bool:
 
 
 @functools.cache
-def field_docs(cls: type = TrainConfig) -> dict[str, str]:
-    """Each field's docstring (the string literal under it, read from the source), on one line: its help."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+def field_docs() -> dict[str, str]:
+    """Each key's docstring (the string literal under its field, read from its concern's source), on one line: its
+    help."""
     docs = {}
-    for node, doc in zip(body, body[1:], strict=False):
-        is_doc = isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
-            docs[node.target.id] = " ".join(doc.value.value.split())
+    for concern in CONCERNS:
+        body = ast.parse(textwrap.dedent(inspect.getsource(concern))).body[0].body
+        for node, doc in zip(body, body[1:], strict=False):
+            is_doc = (
+                isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
+            )
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
+                docs[node.target.id] = " ".join(doc.value.value.split())
     return docs
