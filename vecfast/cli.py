@@ -307,13 +307,16 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
     ``--learning_rate``); exits 2."""
     from vecfast.trainers.config import closest
 
-    names = list(dict.fromkeys(option.lstrip("-").replace("-", "_") for option in parser._option_string_actions))
+    spelled: dict[str, str] = {}  # an option's name (underscores) -> its first spelling on this command line
+    for option in parser._option_string_actions:
+        if option.startswith("--"):
+            spelled.setdefault(option[2:].replace("-", "_"), option)
     hints = []
     for arg in unknown:
         if arg.startswith("--"):
-            close = closest(arg.partition("=")[0][2:], names)
+            close = closest(arg.partition("=")[0][2:], list(spelled))
             if close:
-                hints.append(f"{arg.partition('=')[0]}: did you mean {' or '.join('--' + c for c in close)}?")
+                hints.append(f"{arg.partition('=')[0]}: did you mean {' or '.join(spelled[c] for c in close)}?")
     parser.error(f"unrecognized arguments: {' '.join(unknown)}" + "".join(f"; {hint}" for hint in hints))
 
 
