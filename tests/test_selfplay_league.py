@@ -205,3 +205,23 @@ def test_appo_on_a_vector_env_of_agent_slots_self_plays_and_learns_only_from_its
     assert restored.plan.pool.elo.to_dict() == league.pool.elo.to_dict()
     restored.close()
     env.close()
+
+
+def test_a_resumed_league_draws_apart_in_every_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint holds rank 0's draws; restored in rank 1 they would repeat rank 0's opponents."""
+    env = TurnBasedVectorEnv([tictactoe_v3.env])
+    learner = make_model(env)
+    pool = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.5, seed=0)
+    for update in (10, 20, 30):
+        pool.snapshot(update)
+    state = League(learner, pool, 2).state_dict()
+
+    def draws(rank: int) -> list[str]:
+        monkeypatch.setattr("vecfast.trainers.run.collective.rank", lambda: rank)
+        again = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.5, seed=0)
+        league = League(learner, again, 2)
+        league.load_state_dict(state)
+        return [again.draw().name for _ in range(40)]
+
+    assert draws(0) == draws(0)  # rank 0 goes on exactly
+    assert draws(1) != draws(0) and draws(1) == draws(1)  # the others apart, and reproducibly

@@ -155,11 +155,15 @@ class League:
             return {"pool": self.pool.state_dict(), "elo": elo, "games": dict(self.games)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the books. A checkpoint holds rank 0's draws: the other ranks of a distributed run go on with
+        draws of their own, derived from them and the rank."""
         with self.lock:
             self.pool.load_state_dict(state["pool"])
             if state["elo"] is not None:
                 self.pool.elo = Elo.from_dict(state["elo"])
             self.games = dict(state["games"])
+            if collective.rank() > 0:
+                self.pool.rng = np.random.default_rng([collective.rank(), int(self.pool.rng.integers(2**62))])
 
     def _draw(self, match: int, episode: int) -> MatchDraw:
         learner_agent = (match + episode) % self.num_agents
