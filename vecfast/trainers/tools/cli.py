@@ -292,7 +292,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     enjoy.add_argument("--video", type=Path, help="output .mp4 or .gif (default RUN_DIR/enjoy.mp4)")
     enjoy.add_argument("--no-video", action="store_true", help="only print the returns")
     enjoy.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
-    enjoy.add_argument("--max-steps", type=int, default=10_000, help="per episode")
+    enjoy.add_argument("--max-steps", type=int, default=None, help="per episode (default: 10000; games: whole)")
     enjoy.add_argument("--seed", type=int, default=0)
     add_env_kwarg_option(enjoy, "over the run's own")
     enjoy.set_defaults(handler=_enjoy)
@@ -534,18 +534,26 @@ def _run_env_id(run_dir: Path, run: dict[str, Any]) -> str:
 
 
 def _enjoy(args: argparse.Namespace) -> int:
+    from vecfast.trainers.run.env_source import is_env_id
+
     run = _read_run(args.run_dir, checkpoint=True)
-    check_env_id(_run_env_id(args.run_dir, run))
+    env = _run_env_id(args.run_dir, run)
+    _check_env(env)
+    video = None if args.no_video else (args.video or args.run_dir / "enjoy.mp4")
+    if video is not None and not is_env_id(env):
+        raise CommandError(
+            f"enjoy records videos of single-agent runs; {str(args.run_dir)!r} self-plays {env}: --no-video plays its "
+            "games against random moves, and vecfast evaluate --opponent chooses the opponent"
+        )
     from vecfast.trainers.tools.enjoy import enjoy
 
-    video = None if args.no_video else (args.video or args.run_dir / "enjoy.mp4")
     result = enjoy(
         args.run_dir,
         episodes=args.episodes,
         which=args.checkpoint,
         video=video,
         deterministic=not args.stochastic,
-        max_steps=args.max_steps,
+        max_steps=args.max_steps if args.max_steps is not None or not is_env_id(env) else 10_000,
         seed=args.seed,
         env_kwargs=dict(args.env_kwarg),
     )
