@@ -12,7 +12,8 @@ batches), from its ``metrics.jsonl``. Prints each run and the median ratio, and 
 ``commits_ab.py`` (a 2-policy population against an earlier commit: issue 35's double-buffered Doom matches):
 
     python benchmarks/commits_ab.py --against c28a90c --rounds 3 --metric env_frames_per_s -- \
-        python $PWD/benchmarks/doom_population.py --one 2 --seconds 120 --out {out}
+        python $PWD/benchmarks/doom_population.py --one 2 --seconds 90 --double-buffered on --out {out}
+    python benchmarks/doom_population.py --one 2 --seconds 90 --double-buffered off   # this checkout, stepped whole
 
 Needs ``pip install vecfast[doom,pettingzoo]``.
 """
@@ -20,11 +21,14 @@ Needs ``pip install vecfast[doom,pettingzoo]``.
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from common import append_row, steady_fps, steady_share
 
@@ -36,13 +40,22 @@ except ImportError:  # commits before Doom's multiplayer code moved under envs/d
     from vecfast.multiagent import doom_duel_v0
 
 
-def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -> tuple[float, float]:
-    """Steady env frames/s, and the share of wall time the sampler spent in inference over the same span (the
-    duels step synchronously, so it is on the envs' critical path)."""
+def run(
+    policies: int, seconds: float, matches: int, warmup: float, seed: int, double_buffered: bool | None = None
+) -> tuple[float, float, float]:
+    """Steady env frames/s, and the shares of wall time the sampler spent in inference and waiting for the envs over
+    the same span. ``double_buffered``: the duels' (None: their default; commits before Doom matches had send/recv
+    take none)."""
+    env: Any = doom_duel_v0
+    if (
+        double_buffered is not None
+        and "double_buffered" in inspect.signature(doom_duel_v0.DoomMatchesVectorEnv).parameters
+    ):
+        env = functools.partial(doom_duel_v0.vector_env, matches, double_buffered=double_buffered)
     with tempfile.TemporaryDirectory(prefix="vecfast-doom-population-") as tmp:
         run_dir = Path(tmp) / "run"
         vecfast.train(
-            doom_duel_v0,
+            env,
             algo="appo",
             total_env_steps=10**12,
             run_dir=run_dir,
@@ -55,7 +68,11 @@ def run(policies: int, seconds: float, matches: int, warmup: float, seed: int) -
             save_best_every_sec=None,
             seed=seed,
         )
-        return steady_fps(run_dir, warmup), steady_share(run_dir, warmup, "time_inference")
+        return (
+            steady_fps(run_dir, warmup),
+            steady_share(run_dir, warmup, "time_inference"),
+            steady_share(run_dir, warmup, "time_envs"),
+        )
 
 
 def main() -> None:
@@ -68,10 +85,17 @@ def main() -> None:
     parser.add_argument("--csv", type=Path, default=Path(__file__).parent / "results" / "doom_population.csv")
     parser.add_argument("--one", type=int, default=None, help="one run of this many policies (with --out)")
     parser.add_argument("--out", type=Path, default=None, help="--one's JSON result")
+    parser.add_argument(
+        "--double-buffered",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="--one: the duels double-buffered or not (auto: their default, which depends on the cores)",
+    )
     args = parser.parse_args()
     if args.one is not None:
-        value, inference = run(args.one, args.seconds, args.matches, args.warmup, seed=0)
-        result = {"policies": args.one, "env_frames_per_s": value, "inference_share": inference}
+        double_buffered = {"auto": None, "on": True, "off": False}[args.double_buffered]
+        value, inference, envs = run(args.one, args.seconds, args.matches, args.warmup, 0, double_buffered)
+        result = {"policies": args.one, "env_frames_per_s": value, "inference_share": inference, "envs_share": envs}
         print(json.dumps(result))
         if args.out is not None:
             args.out.write_text(json.dumps(result))
@@ -79,7 +103,7 @@ def main() -> None:
     fps: dict[int, list[float]] = {1: [], args.policies: []}
     for r in range(args.rounds):
         for n in (1, args.policies):
-            value, inference = run(n, args.seconds, args.matches, args.warmup, seed=r)
+            value, inference, _ = run(n, args.seconds, args.matches, args.warmup, seed=r)
             fps[n].append(value)
             row = {
                 "when": time.strftime("%Y-%m-%d %H:%M"),

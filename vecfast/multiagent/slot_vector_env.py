@@ -73,6 +73,7 @@ class SlotVectorEnv(VectorEnv):
         self.action_space = batch_space(action_space, self.num_envs)
         self._slot_ids = np.arange(self.num_envs)
         self._ended = np.zeros(self.num_envs, np.bool_)  # each slot's last reported terminated | truncated
+        self._action_spaces: dict[int, Space] = {self.num_envs: self.action_space}  # by rows, for send's checks
 
     # ----------------------------------------------------------------- EnvPool-style API
     def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
@@ -100,6 +101,13 @@ class SlotVectorEnv(VectorEnv):
         if ids.min() < 0 or ids.max() >= self.num_envs or len(np.unique(ids)) != len(ids):
             raise ValueError(f"env_ids must be distinct slot indices in [0, {self.num_envs}), got {ids.tolist()}")
         return ids
+
+    def _actions_space(self, rows: int) -> Space:
+        """The action space of a batch of ``rows`` slots (built once per size: ``send`` checks every batch)."""
+        space = self._action_spaces.get(rows)
+        if space is None:
+            space = self._action_spaces[rows] = batch_space(self.single_action_space, rows)
+        return space
 
     def _check_whole_matches(self, slots: np.ndarray, call: str) -> None:
         """Matches whose agents act at once step as a whole: ``slots`` must hold every slot of their matches."""

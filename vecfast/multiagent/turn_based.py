@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows
 from vecfast.vector.action_check import check_action_batch
@@ -195,7 +195,7 @@ class TurnBasedVectorEnv(SlotVectorEnv):
         not_waiting = ids[self._state[ids] != SlotState.WAITING]
         if len(not_waiting):
             raise AlreadyPendingCallError(self._not_waiting_message(not_waiting), "send")
-        batched = batch_space(self.single_action_space, len(ids))
+        batched = self._actions_space(len(ids))
         check_action_batch(batched, actions, ids)
         self._state[ids] = SlotState.IDLE
         ended_matches = set()

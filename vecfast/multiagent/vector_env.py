@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import Space, spaces
 from gymnasium.error import NoAsyncCallError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space, create_empty_array
+from gymnasium.vector.utils import create_empty_array
 
 from vecfast.multiagent.match_env import MatchEnv
 from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
@@ -181,7 +181,7 @@ class MultiAgentVectorEnv(SlotVectorEnv):
         self._check_open()
         slots = self._checked_slots(env_ids)
         self._check_whole_matches(slots, "send")
-        check_action_batch(batch_space(self.single_action_space, len(slots)), actions, slots)
+        check_action_batch(self._actions_space(len(slots)), actions, slots)
         order = np.argsort(slots)
         matches = self.match_ids[slots[order]][:: self.num_agents]
         rows = map_tree(lambda a: np.asarray(a)[order], actions)
@@ -228,7 +228,7 @@ class MultiAgentVectorEnv(SlotVectorEnv):
         order = np.argsort(returned)
         matches = returned[order]
         slots = (matches[:, None] * self.num_agents + np.arange(self.num_agents)).reshape(-1)
-        write_rows(self._match_obs, matches, map_tree(lambda a: a[order], match_obs))
+        write_rows(self._match_obs, returned, match_obs)
         latest = map_tree(lambda a: a[matches], self._match_obs)
         terminated = latest["terminated"].reshape(-1).astype(np.bool_)
         truncated = latest["truncated"].reshape(-1).astype(np.bool_)

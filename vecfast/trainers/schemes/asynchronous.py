@@ -28,6 +28,7 @@ from vecfast.trainers.run.metrics import IterationMetrics, PolicyLag
 from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.sampling.sampler import POLL_SECONDS, Sampler
 from vecfast.trainers.sampling.storage import Trajectories
+from vecfast.trainers.schemes.checkpoint import load_scheme_state, scheme_state
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
 
 
@@ -149,24 +150,10 @@ class AsyncTrainer:
                 continue
 
     def state_dict(self) -> dict[str, Any]:
-        state = self.agent.state_dict(self.sampler.env_steps)
-        # where each slot's episode numbering (the policy mapping's input) goes on from, so a resumed run's draws
-        # continue its sequence rather than replay its first ones
-        state["episodes_started"] = self.sampler.episodes_started.tolist()
-        state["acting_plan"] = self.plan.state_dict()
-        if len(self.learners) > 1:
-            state["population"] = self.learners.state_dict()
-        return state
+        return scheme_state(self.learners, self.sampler, self.plan, self.sampler.env_steps)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.sampler.env_steps = self.agent.load_state_dict(state)
-        started = state.get("episodes_started")  # absent from older checkpoints
-        if started is not None and len(started) == len(self.sampler.episodes_started):
-            self.sampler.episodes_started[:] = started
-        if len(self.learners) > 1:
-            self.learners.load_state_dict(state["population"])
-        if "acting_plan" in state:
-            self.plan.load_state_dict(state["acting_plan"])
+        self.sampler.env_steps = load_scheme_state(self.learners, self.sampler, self.plan, state)
         for p, agent in enumerate(self.learners.agents):
             self.worker.publish(agent.model, agent.algorithm.version, p)
 

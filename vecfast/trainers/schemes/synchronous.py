@@ -31,6 +31,7 @@ from vecfast.trainers.run import collective
 from vecfast.trainers.run.metrics import IterationMetrics
 from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.sampling.sampler import Received, Sampler, StepAsRecv
+from vecfast.trainers.schemes.checkpoint import load_scheme_state, scheme_state
 from vecfast.wrappers.base import has_async_api
 
 
@@ -183,22 +184,10 @@ class SyncTrainer:
         return received.rows(self._complete(received)) if self.in_turns else received
 
     def state_dict(self) -> dict[str, Any]:
-        state = self.agent.state_dict(self.env_steps)
-        state["episodes_started"] = self.sampler.episodes_started.tolist()  # the plan's draws continue on resume
-        state["acting_plan"] = self.plan.state_dict()
-        if len(self.learners) > 1:
-            state["population"] = self.learners.state_dict()
-        return state
+        return scheme_state(self.learners, self.sampler, self.plan, self.env_steps)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.env_steps = self.agent.load_state_dict(state)
-        started = state.get("episodes_started")
-        if started is not None and len(started) == len(self.sampler.episodes_started):
-            self.sampler.episodes_started[:] = started
-        if len(self.learners) > 1:
-            self.learners.load_state_dict(state["population"])
-        if "acting_plan" in state:
-            self.plan.load_state_dict(state["acting_plan"])
+        self.env_steps = load_scheme_state(self.learners, self.sampler, self.plan, state)
 
     def close(self) -> None:
         """Nothing to stop: everything runs in the caller's thread."""

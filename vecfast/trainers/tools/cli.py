@@ -553,7 +553,7 @@ def _enjoy(args: argparse.Namespace) -> int:
         which=args.checkpoint,
         video=video,
         deterministic=not args.stochastic,
-        max_steps=args.max_steps if args.max_steps is not None or not is_env_id(env) else 10_000,
+        max_steps=args.max_steps if args.max_steps is not None else 10_000 if is_env_id(env) else None,  # games: whole
         seed=args.seed,
         env_kwargs=dict(args.env_kwarg),
     )

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space, create_empty_array
+from gymnasium.vector.utils import create_empty_array
 
 from vecfast.envs.doom.full_game_env import checked_reward_shaping
 from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, MatchNetwork, PortTakenError
@@ -78,8 +78,8 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
     into two halves that step while the caller acts on the other, as APPO samples: send the slots that recv returned.
     It pays where the cores outnumber the processes that step (one game per player, the workers, the learner), so
     that the caller's inference overlaps the games; where the games fill the cores, the halves' extra inference
-    calls take CPU from them (4 duels under APPO on 2 cores: 0.89x the env frames/s of stepping all at once). The
-    default, ``None``, double-buffers where the cores allow it.
+    calls take CPU from them (a 2-policy population in 4 duels under APPO on 2 cores: 0.91x the env frames/s of
+    stepping all at once). The default, ``None``, double-buffers where the cores allow it.
 
     Reliability: a failure anywhere (a player process that dies, a match that stops
     answering for ``timeout`` seconds, a host that cannot start) tears down every match of
@@ -243,7 +243,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         busy = ids[(self._phase[ids] == SlotPhase.SENT) | np.isin(self._phase[ids], HELD)]
         if len(busy):
             raise AlreadyPendingCallError(f"slots {busy.tolist()} were sent and not yet returned by recv()", "send")
-        check_action_batch(batch_space(self.single_action_space, len(ids)), actions, ids)
+        check_action_batch(self._actions_space(len(ids)), actions, ids)
         phase = self._phase[ids]
         self._phase[ids[phase == SlotPhase.OWES_REPORT]] = SlotPhase.REPORT_READY
         self._phase[ids[phase == SlotPhase.OWES_RESET]] = SlotPhase.RESET_READY

@@ -1,0 +1,34 @@
+"""What a scheme's checkpoint holds: policy 0 (model, learner, env steps), the other policies of a population, each
+slot's episode numbering (the acting plan's input, so that a resumed run's draws go on rather than start over) and the
+acting plan's books. One pair of functions for every scheme."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vecfast.trainers.algorithm.learners import Learners
+from vecfast.trainers.sampling.acting_plan import ActingPlan
+from vecfast.trainers.sampling.sampler import Sampler
+
+
+def scheme_state(learners: Learners, sampler: Sampler, plan: ActingPlan, env_steps: int) -> dict[str, Any]:
+    """The checkpoint (plain data and tensors, for a ``weights_only`` load)."""
+    state = learners.agents[0].state_dict(env_steps)
+    state["episodes_started"] = sampler.episodes_started.tolist()
+    state["acting_plan"] = plan.state_dict()
+    if len(learners) > 1:
+        state["population"] = learners.state_dict()
+    return state
+
+
+def load_scheme_state(learners: Learners, sampler: Sampler, plan: ActingPlan, state: dict[str, Any]) -> int:
+    """Restore :func:`scheme_state`'s checkpoint; returns its env steps. Keys older checkpoints lack are skipped."""
+    env_steps = learners.agents[0].load_state_dict(state)
+    started = state.get("episodes_started")
+    if started is not None and len(started) == len(sampler.episodes_started):
+        sampler.episodes_started[:] = started
+    if len(learners) > 1:
+        learners.load_state_dict(state["population"])
+    if "acting_plan" in state:
+        plan.load_state_dict(state["acting_plan"])
+    return env_steps
