@@ -25,6 +25,7 @@ from helpers import descendants, wait_gone
 import vecfast
 from vecfast.trainers.algorithm.ppo import PPO
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.run import collective
 from vecfast.trainers.run.launch import init_process_group, launch_local, leave_process_group, rank_from_environment
 from vecfast.trainers.run.run_dir import load_checkpoint
 from vecfast.trainers.schemes.distributed import DistributedTrainer
@@ -97,6 +98,41 @@ def test_ranks_hold_bit_identical_models_after_every_update():
         assert seen[0] != seen[1]  # each rank learned from its own data
         assert per_rank[0] == per_rank[1]
     assert len({per_rank[0] for per_rank in digests}) == 4  # every update changed the model
+
+
+def gloo_threads() -> int:
+    """This process's threads that run gloo collectives (two per process group)."""
+    tasks = Path("/proc/self/task")
+    return sum((task / "comm").read_text().strip() == "pt_gloo_runloop" for task in tasks.iterdir())
+
+
+def threads_left_by_a_finished_rank() -> tuple[int, int]:
+    """In each rank: a DD-PPO update, then the run leaves its group; gloo's threads before and after."""
+    rank = rank_from_environment()
+    init_process_group(rank, torch.device("cpu"))
+    try:
+        cfg = TrainConfig.from_overrides(**SMALL, seed=rank.rank)
+        env = gym.make_vec("CartPole-v1", 4, vectorization_mode="sync")
+        trainer = DistributedTrainer(env, PPO, cfg, total_env_steps=10**6)
+        next(iter(trainer.iterations()))
+        collective.all_mean({"last": 1.0})  # the run's last collective, on its own tensors
+        trainer.close()
+        env.close()
+        del trainer
+        before = gloo_threads()
+    finally:
+        leave_process_group()
+    return before, gloo_threads()
+
+
+@pytest.mark.timeout(180)
+def test_a_finished_ranks_process_group_ends_with_its_run():
+    """A rank's exit aborted now and then ("terminate called without an active exception"): DDP's reducer never
+    frees its group, so the run's group outlived the run with its threads, one of them still releasing the last
+    collective's tensors when the interpreter went down. DDP has a group of its own now, and leaving ends the
+    run's group and its threads."""
+    before, after = launch_local(2, threads_left_by_a_finished_rank)
+    assert after == before - 2
 
 
 def selfplay_books(iterations: int) -> list[list[dict]]:

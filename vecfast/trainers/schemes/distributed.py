@@ -45,9 +45,15 @@ class DistributedActorCritic(DistributedDataParallel):
 
 def learn_through_ddp(model: ActorCritic) -> ActorCritic:
     """Wrap ``model`` for learning. DDP copies rank 0's parameters and buffers to every rank once; after that
-    the normalisers' statistics stay equal by all-reducing their updates, so no buffer is re-sent per forward."""
+    the normalisers' statistics stay equal by all-reducing their updates, so no buffer is re-sent per forward.
+
+    DDP gets a process group of its own: its reducer never lets go of its group (torch 2.13), whose threads then
+    outlive ``destroy_process_group`` and may still be releasing the run's last collective when the interpreter
+    exits, which aborts the rank. The run's own group, used by everything else, ends with the run."""
     device_ids = [model.critic.weight.device] if model.critic.weight.is_cuda else None
-    return DistributedActorCritic(model, device_ids=device_ids, forward_sync_buffers=False)  # type: ignore[return-value]
+    return DistributedActorCritic(  # type: ignore[return-value]
+        model, device_ids=device_ids, forward_sync_buffers=False, process_group=dist.new_group()
+    )
 
 
 class Preemption:
