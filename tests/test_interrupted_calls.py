@@ -163,3 +163,57 @@ def test_actions_that_do_not_pickle_fail_the_step_before_any_env_steps(make_asyn
     with pytest.raises(Exception, match="pickle|lambda"):
         vec.call("ping", lambda: 0)  # an argument that does not pickle: no worker is asked
     assert vec.call("ping") == tuple(range(NUM_ENVS))
+
+
+class RaisesOnOne(gym.Env):
+    """Observation ``[index, steps since reset]``; action 1 raises."""
+
+    observation_space = spaces.Box(0, np.inf, (2,), np.float64)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, index: int) -> None:
+        self.index, self.t = index, 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.index, 0.0]), {}
+
+    def step(self, action: Any):
+        if action == 1:
+            raise ValueError(f"env {self.index} was told to fail")
+        self.t += 1
+        return np.array([self.index, float(self.t)]), 0.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+def test_an_env_that_raised_needs_a_reset_still_after_a_reset_interrupted_before_it_reached_its_worker(
+    make_async, monkeypatch
+):
+    """Old behaviour: starting a reset cleared every target's "raised" mark before the jobs went out, so Ctrl-C
+    between two of them left an env that had raised, and was never reset, ready to step its stale state."""
+    vec = make_async([functools.partial(RaisesOnOne, i) for i in range(NUM_ENVS)], num_workers=3)
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match="env 4 was told to fail"):
+        vec.step(np.array([0, 0, 0, 0, 1, 0]))
+    push, pushes = vec._pool.push, []
+
+    def interrupted_push(*args: Any, **kwargs: Any) -> None:
+        pushes.append(args)
+        if len(pushes) == 2:  # Ctrl-C after the first job (env 0: a double-buffered env splits each worker's) went out
+            raise KeyboardInterrupt
+        push(*args, **kwargs)
+
+    monkeypatch.setattr(vec._pool, "push", interrupted_push)
+    with pytest.raises(KeyboardInterrupt):
+        vec.async_reset(seed=1)
+    monkeypatch.setattr(vec._pool, "push", push)
+    obs, *_, info = vec.recv([0])  # the env whose reset went out
+    assert obs[:, 1].tolist() == [0.0] and info["env_id"].tolist() == [0]
+    with pytest.raises(RuntimeError, match=r"envs \[4\] raised during their last step or reset: reset them first"):
+        vec.send(np.array([0]), env_ids=[4])
+    vec.send(np.array([0, 0]), env_ids=[2, 3])  # the others that never left are as they were
+    obs, *_ = vec.recv([2, 3])
+    assert obs[:, 1].tolist() == [2.0, 2.0]  # their second step since the reset before
+    obs, _ = vec.reset()
+    assert obs[:, 1].tolist() == [0.0] * NUM_ENVS

@@ -19,10 +19,10 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from vecfast.vector.action_check import check_action_batch, check_reset_mask
-from vecfast.vector.env_table import EnvTable, Phase
+from vecfast.vector.env_states import EnvState, EnvStates
 from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport, pickled
 from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots, worth_lending
-from vecfast.vector.protocol import EnvStatus, Job, JobRing, reserve_result_arrays
+from vecfast.vector.protocol import Job, JobRing, ResultCounters, reserve_result_arrays
 from vecfast.vector.shared_buffers import (
     ArenaLayout,
     PickledBuffer,
@@ -247,11 +247,8 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._rewards = views["reward"]
         self._terminations = views["terminated"]
         self._truncations = views["truncated"]
-        self._status = views["status"]
-        progress = views["progress"]
-        progress[:, 0] = -1  # no env being stepped yet
-        self._stall_watch = StallWatch(progress, self._pool.env_worker)
-        self._envs = EnvTable(self.num_envs, pickled_obs)
+        self._stall_watch = StallWatch(views["progress"], self._pool.env_worker)
+        self._envs = EnvStates(self.num_envs, ResultCounters(views), self._terminations, self._truncations, pickled_obs)
 
     def _set_spaces(self, env_spaces: list[tuple[Space, Space]]) -> None:
         """gymnasium's spaces and its checks of every env's spaces against them."""
@@ -320,7 +317,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
     def step_async(self, actions: Any) -> None:
         """Start stepping every env; :meth:`step_wait` returns the results."""
         self._check_no_call("step_async")
-        if (self._envs.phase != Phase.IDLE).any():
+        if len(self._envs.busy()):
             raise AlreadyPendingCallError(
                 "step() called while envs sent with send()/async_reset() (or by an interrupted call) are out; "
                 "recv() them, or reset()",
@@ -337,7 +334,6 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         infos = self._take(self._rows(call.ids))
         terminations = self._terminations.copy()
         truncations = self._truncations.copy()
-        self._envs.episode_over[:] = terminations | truncations
         return self._obs.read(None, self.copy), self._rewards.copy(), terminations, truncations, infos
 
     def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -403,10 +399,10 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             logger.warn(f"Calling `close` while waiting for a pending call to `{self._call.name}` to complete.")
         timeout = self.close_timeout if timeout is None else timeout
         busy: set[int] = set()
-        if not terminate and self._pool.broken is None and (self._envs.phase == Phase.RUNNING).any():
+        if not terminate and self._pool.broken is None and self._envs.any_running():
             with contextlib.suppress(Exception):  # a failure there is no reason not to close
-                self._wait(lambda: not (self._envs.phase == Phase.RUNNING).any(), min(timeout, _BUSY_CLOSE_GRACE))
-            running = self._envs.in_phase(Phase.RUNNING)
+                self._wait(lambda: not self._envs.any_running(), min(timeout, _BUSY_CLOSE_GRACE))
+            running = self._envs.in_state(EnvState.RUNNING)
             busy = set(self._pool.env_worker[running].tolist())
         self._pool.shutdown(timeout, graceful=not terminate, busy=busy)
 
@@ -426,7 +422,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
         if ids.min() < 0 or ids.max() >= self.num_envs or np.count_nonzero(np.bincount(ids)) != len(ids):
             raise ValueError(f"env_ids must be distinct env indices in [0, {self.num_envs}), got {ids.tolist()}")
-        busy = ids[self._envs.phase[ids] != Phase.IDLE]
+        busy = self._envs.busy(ids)
         if len(busy):
             raise AlreadyPendingCallError(f"envs {busy.tolist()} were sent and not yet returned by recv()", "send")
         args = self._prepare_step(actions, ids)
@@ -439,26 +435,29 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         all have; ``info["env_id"]`` names them."""
         self._check_no_call("recv")
         if env_ids is None:
-            outstanding = int(np.count_nonzero(self._envs.phase))
+            outstanding = len(self._envs.busy())
             if outstanding < self.batch_size:
                 raise RuntimeError(
                     f"recv() needs {self.batch_size} envs (batch_size) but only {outstanding} were sent; "
                     "send() more envs or use a smaller batch_size"
                 )
-            self._wait(lambda: np.count_nonzero(self._envs.phase == Phase.DONE) >= self.batch_size)
+            self._wait(lambda: self._envs.count(EnvState.DONE) >= self.batch_size)
             ids = self._envs.first_done(self.batch_size)
         else:
             ids = np.asarray(env_ids)
-            if (self._envs.phase[ids] == Phase.IDLE).any():
-                unsent = ids[self._envs.phase[ids] == Phase.IDLE].tolist()
-                raise NoAsyncCallError(f"recv() of envs {unsent}, which were not sent", "recv")
-            self._wait(lambda: (self._envs.phase[ids] == Phase.DONE).all())
+            unsent = np.setdiff1d(ids, self._envs.busy(ids))
+            if len(unsent):
+                raise NoAsyncCallError(f"recv() of envs {unsent.tolist()}, which were not sent", "recv")
+            self._wait(lambda: len(self._envs.in_state(EnvState.DONE, ids)) == len(ids))
         infos = _select_rows(self._take(ids), ids)
         infos["env_id"] = ids
-        terminations = self._terminations[ids]
-        truncations = self._truncations[ids]
-        self._envs.episode_over[ids] = terminations | truncations
-        return self._obs.read(ids, self.copy), self._rewards[ids], terminations, truncations, infos
+        return (
+            self._obs.read(ids, self.copy),
+            self._rewards[ids],
+            self._terminations[ids],
+            self._truncations[ids],
+            infos,
+        )
 
     # ----------------------------------------------------------------- dispatch
     def _dispatch(
@@ -476,7 +475,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         ]
         if countdown:
             self._pool.start_countdown(len(jobs))
-        self._envs.start(self._rows(ids))
+        self._envs.send(self._rows(ids))
         obs_slot = self._obs.writing(self._rows(ids))
         pushed = 0
         try:
@@ -485,7 +484,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
                 pushed += 1
         except BaseException:  # Ctrl-C between two pushes: the envs of unpushed jobs never started
             for _, job_ids in jobs[pushed:]:
-                self._envs.phase[job_ids] = Phase.IDLE
+                self._envs.unsend(job_ids)
             raise
 
     def _jobs(self, ids: np.ndarray, split: bool) -> list[tuple[Any, np.ndarray]]:
@@ -509,19 +508,18 @@ class AsyncSharedMemVectorEnv(VectorEnv):
     def _start_reset(
         self, ids: np.ndarray, seeds: list[int | None], options: Any, split: bool, countdown: bool
     ) -> None:
-        self._envs.must_reset[ids] = False
-        self._envs.episode_over[ids] = False
         args = {e: (seeds[e], options) for e in ids.tolist()}
         self._dispatch(Job.RESET, ids, split, countdown, args)
 
     def _prepare_step(self, actions: Any, ids: np.ndarray) -> dict[int, Any] | None:
         """Check that envs ``ids`` can step and place their actions; per-env actions if they travel pickled."""
         rows = self._rows(ids)
-        if self._envs.must_reset[rows].any():
-            stale = ids[self._envs.must_reset[rows]].tolist()
+        state = self._envs.state[rows]
+        if (state == EnvState.FAILED).any():
+            stale = ids[state == EnvState.FAILED].tolist()
             raise RuntimeError(f"envs {stale} raised during their last step or reset: reset them first")
-        if self.autoreset_mode == AutoresetMode.DISABLED and self._envs.episode_over[rows].any():
-            done = ids[self._envs.episode_over[rows]].tolist()
+        if self.autoreset_mode == AutoresetMode.DISABLED and (state == EnvState.OVER).any():
+            done = ids[state == EnvState.OVER].tolist()
             raise ValueError(
                 f"envs {done} finished their episodes and autoreset_mode is DISABLED: "
                 "reset them with reset(options={'reset_mask': mask}) before stepping"
@@ -545,7 +543,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
     def _control(self, request: ControlRequest) -> None:
         """Start a control request on every env (in its worker); :meth:`_control_results` collects it."""
-        if (self._envs.phase != Phase.IDLE).any():
+        if len(self._envs.busy()):
             raise AlreadyPendingCallError(
                 f"`{request.kind}` called while envs sent with send() are not yet returned by recv()", "send"
             )
@@ -592,7 +590,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             raise NoAsyncCallError(f"Calling `{name}_wait` without any prior call to `{name}_async`.", name)
         rows = self._rows(call.ids)
         doing = "resetting" if name == "reset" else "stepping"
-        if not self._wait(lambda: not (self._envs.phase[rows] == Phase.RUNNING).any(), timeout, doing):
+        if not self._wait(lambda: not self._envs.any_running(rows), timeout, doing):
             raise mp.TimeoutError(f"The call to `{name}_wait` has timed out after {timeout} second(s).")
         self._call = None
         return call
@@ -628,7 +626,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._pool.check_alive(doing)
         if self.step_timeout is None:
             return
-        owed = np.flatnonzero((self._envs.phase == Phase.RUNNING) & (self._status == EnvStatus.PENDING))
+        owed = self._envs.owed()
         stalled = self._stall_watch.stalled(now, owed, self.step_timeout)
         if len(stalled):
             progress, env_worker = self._stall_watch.marks, self._pool.env_worker
@@ -646,26 +644,16 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
     def _collect(self) -> None:
         """Move envs whose workers finished them to DONE, reading the reports they left on the pipe."""
-        # Workers keep writing statuses; a snapshot is consistent because only the owner
-        # sets a non-zero status back to zero.
-        snapshot = self._status.copy()
-        done = snapshot.nonzero()[0]
-        if done.size == 0:
-            return
-        envs = self._envs
-        for env_index in done[snapshot[done] == EnvStatus.READY_WITH_MESSAGE].tolist():
-            w = self._pool.workers[self._pool.env_worker[env_index]]
-            while env_index not in envs.reported:
-                # The statuses go out before the message: a worker stopped between the two owes no env step, so
-                # only this wait can time it.
-                report: JobReport | None = self._pool.receive(
-                    w, f"sending the results of env {env_index}", self.step_timeout
-                )
-                if report is None:
-                    raise self._pool.silent(w, env_index, self.step_timeout)
-                envs.absorb(report)
-        self._status[done] = EnvStatus.PENDING
-        envs.finish(done)
+        self._envs.collect(self._report_of)
+
+    def _report_of(self, env_index: int) -> JobReport:
+        """The next report on the pipe of env ``env_index``'s worker, which counted the env finished before sending it:
+        a worker stopped between the two owes no env step, so only this wait can time it."""
+        w = self._pool.workers[self._pool.env_worker[env_index]]
+        report: JobReport | None = self._pool.receive(w, f"sending the results of env {env_index}", self.step_timeout)
+        if report is None:
+            raise self._pool.silent(w, env_index, self.step_timeout)
+        return report
 
     def _rows(self, ids: np.ndarray) -> np.ndarray | slice:
         """``ids`` as an index: a slice for every env, which numpy handles without a gather."""
@@ -683,8 +671,8 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
     def _discard_sent(self) -> None:
         """Finish and drop envs sent with send()/async_reset() and not received, so a reset starts clean."""
-        self._wait(lambda: not (self._envs.phase == Phase.RUNNING).any())
-        self._envs.take(self._envs.in_phase(Phase.DONE))
+        self._wait(lambda: not self._envs.any_running())
+        self._envs.take(self._envs.in_state(EnvState.DONE))
 
     # ----------------------------------------------------------------- checks
     def _check_open(self) -> None:

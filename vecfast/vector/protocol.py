@@ -1,9 +1,9 @@
-"""The shared-memory half of the owner-worker protocol: job rings and per-env statuses.
+"""The shared-memory half of the owner-worker protocol: job rings and per-env result counters.
 
 Hot path (step): the owner writes actions into shared memory, pushes a job (a code plus
 a mask of the worker's envs) onto the worker's :class:`JobRing` and posts the worker's
-semaphore. The worker steps those envs, writes results in place, marks each env's
-:class:`EnvStatus` and posts the one shared ``ready`` semaphore. Everything that does
+semaphore. The worker steps those envs, writes results in place, counts them finished in
+:class:`ResultCounters` and posts the one shared ``ready`` semaphore. Everything that does
 not fit in fixed-size arrays (non-empty infos, errors, pickled observations, reset
 arguments, control calls) travels as a typed message (:mod:`vecfast.vector.messages`)
 through the worker's pipe.
@@ -29,14 +29,6 @@ class Job:
     RESET = 2
     CONTROL = 3  # call/get_attr/set_attr/render; request and reply on the pipe
     CLOSE = 4
-
-
-class EnvStatus:
-    """Per-env result state in shared memory; the owner sets it back to PENDING."""
-
-    PENDING = 0
-    READY = 1
-    READY_WITH_MESSAGE = 2  # a pipe message holds the env's info, observation or error
 
 
 @dataclass(frozen=True)
@@ -110,13 +102,34 @@ class JobRing:
         )
 
 
+class ResultCounters:
+    """Per env, in shared memory, and written by its worker only: ``finished``, the jobs of the env that the worker
+    has finished; ``with_report``, the ``finished`` count of the env's last job whose report (its info, observation
+    or error) went by pipe. The worker writes ``with_report`` before ``finished``, so an owner that sees a job
+    finished also sees whether a report follows. The owner keeps its own count of what it has seen
+    (:class:`~vecfast.vector.env_states.EnvStates`): no array is written from both sides."""
+
+    def __init__(self, views: dict[str, np.ndarray]) -> None:
+        self.finished = views["finished"]
+        self.with_report = views["with_report"]
+
+    def count_finished(self, env_indices: list[int], reported: Any) -> None:
+        """Worker side: the job of ``env_indices`` is finished; ``reported``: those of them that its report covers."""
+        finished = self.finished[env_indices] + 1
+        if reported:
+            marked = [position for position, e in enumerate(env_indices) if e in reported]
+            self.with_report[[env_indices[p] for p in marked]] = finished[marked]
+        self.finished[env_indices] = finished
+
+
 def reserve_result_arrays(layout: ArenaLayout, num_envs: int, num_workers: int) -> None:
-    """Per-env statuses and, per worker, its progress marks (vecfast.vector.stall_watch).
+    """Per-env result counters and, per worker, its progress marks (vecfast.vector.stall_watch).
 
     ``progress[w, 0]``: the env worker ``w`` is stepping (-1 between jobs); ``progress[w, 1]``:
     the jobs it has started. One cache line per worker: it is written before every env step.
     """
-    layout.add("status", (num_envs,), "int8")
+    layout.add("finished", (num_envs,), "int64")
+    layout.add("with_report", (num_envs,), "int64")
     layout.add("progress", (num_workers, 8), "int64")
 
 

@@ -25,7 +25,7 @@ from vecfast.vector.messages import (
     WorkerStarted,
 )
 from vecfast.vector.process_cleanup import become_group_leader, watch_owner
-from vecfast.vector.protocol import EnvStatus, Job, JobRing, spin_acquire
+from vecfast.vector.protocol import Job, JobRing, ResultCounters, spin_acquire
 from vecfast.vector.shared_buffers import SharedArena, slot_buffers, space_buffer
 
 FORBIDDEN_CALLS = ("reset", "step", "close")  # the vector env's own methods do these
@@ -143,8 +143,9 @@ class _Worker:
         self.reward = views["reward"]
         self.terminated = views["terminated"]
         self.truncated = views["truncated"]
-        self.status = views["status"]
+        self.counters = ResultCounters(views)
         self.progress = views["progress"][index]  # [env being stepped, jobs started]
+        self.progress[0] = -1  # none yet
         self.step_env = self._make_step_env()
 
     def serve(self, cmd_sem: Semaphore, spin_seconds: float) -> None:
@@ -171,9 +172,9 @@ class _Worker:
         counts_down: bool,
         obs_slot: int,
     ) -> None:
-        """Run ``fn`` on each env, then publish results and statuses, then a report by pipe.
+        """Run ``fn`` on each env, then publish results and count the envs finished, then a report by pipe.
 
-        Scalars and statuses are written once per job, not per env: neighbouring envs of
+        Scalars and counters are written once per job, not per env: neighbouring envs of
         another worker share their cache lines, and per-env writes would bounce them.
         """
         done: list[int] = []
@@ -210,19 +211,13 @@ class _Worker:
         self.reward[done] = rewards
         self.terminated[done] = terminations
         self.truncated[done] = truncations
-        # Each status is written once, final: the owner may read it at any moment.
-        env_indices = [offset + k for k in local]
-        if report:
-            with_message = report.infos.keys() | report.observations.keys() | report.failures.keys()
-            self.status[env_indices] = [
-                EnvStatus.READY_WITH_MESSAGE if e in with_message else EnvStatus.READY for e in env_indices
-            ]
-        else:
-            self.status[env_indices] = EnvStatus.READY
+        # Counted once per job, final: the owner may read the counters at any moment.
+        reported = report.infos.keys() | report.observations.keys() | report.failures.keys() if report else None
+        self.counters.count_finished([offset + k for k in local], reported)
         # In a countdown batch only the job that finds no token left wakes the owner.
         if not (counts_down and self.countdown.acquire(False)):
             self.ready_sem.release()
-        # Sent after the statuses: the owner reads it as soon as it sees them, so a large
+        # Sent after the counts: the owner reads it as soon as it sees them, so a large
         # message (observations) can never block both sides.
         if report:
             self.conn.send(report)

@@ -1,0 +1,147 @@
+"""The owner's one record of every env: a state per env, and the only code that changes it.
+
+Each env is in one :class:`EnvState`. Idle envs say whether they can step (READY), have ended
+their episode (OVER) or raised in their last job (FAILED); the others are in a job a worker has
+not finished (RUNNING) or hold results for the caller (DONE)::
+
+    READY/OVER ---step--> RUNNING ---worker finished--> DONE ---taken--> READY | OVER | FAILED
+    any idle ----reset--> RUNNING                               (by the job's results)
+    RUNNING --unsent (a job never pushed: Ctrl-C between two pushes)--> the idle state it left
+
+A worker tells the owner which envs it finished through counters in shared memory that only the
+worker writes (:class:`~vecfast.vector.protocol.ResultCounters`); this class keeps the owner's side
+of the count, so no array is written from both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from vecfast.vector.messages import EnvFailure, JobReport
+from vecfast.vector.protocol import ResultCounters
+from vecfast.vector.shared_buffers import PickledBuffer
+
+
+class EnvState:
+    """Where an env is (plain ints: read on every step, where enum lookups cost microseconds)."""
+
+    READY = 0  # idle; it can step
+    OVER = 1  # idle; its episode ended in its last job (stepping it needs a reset under AutoresetMode.DISABLED)
+    FAILED = 2  # idle; it raised in its last job: its row is stale until it is reset
+    RUNNING = 3  # in a job that a worker has not finished
+    DONE = 4  # finished; its results are held for the caller
+
+    IDLE_MAX = FAILED  # READY, OVER and FAILED are the idle states
+
+
+class EnvStates:
+    """Per-env state of a vector env's envs, changed only through the transitions below.
+
+    ``counters``: what the workers finished; ``terminated``/``truncated``: the shared result rows that
+    decide whether an env is OVER once its results are taken.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        counters: ResultCounters,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        pickled_obs: PickledBuffer | None,
+    ) -> None:
+        self.state = np.full(num_envs, EnvState.READY, np.int8)  # read freely; written only here
+        self._counters = counters
+        self._terminated, self._truncated = terminated, truncated
+        self._collected = np.zeros(num_envs, np.int64)  # the jobs of each env that the owner has seen finish
+        self._finished_at = np.zeros(num_envs, np.int64)  # finishing order of DONE envs, for recv
+        self._finish_count = 0
+        self._left = np.zeros(num_envs, np.int8)  # the idle state each RUNNING env left, for unsend
+        self._infos: dict[int, dict[str, Any]] = {}
+        self._failures: dict[int, EnvFailure] = {}
+        self._reported: set[int] = set()  # a report arrived before the env was seen finished
+        self._pickled_obs = pickled_obs
+
+    # ------------------------------------------------------------------ queries
+    def in_state(self, state: int, ids: np.ndarray | None = None) -> np.ndarray:
+        """Env indices (of ``ids``, default all) in ``state``."""
+        if ids is None:
+            return np.flatnonzero(self.state == state)
+        return ids[self.state[ids] == state]
+
+    def busy(self, ids: np.ndarray | None = None) -> np.ndarray:
+        """Env indices (of ``ids``, default all) sent and not yet taken (RUNNING or DONE)."""
+        if ids is None:
+            return np.flatnonzero(self.state > EnvState.IDLE_MAX)
+        return ids[self.state[ids] > EnvState.IDLE_MAX]
+
+    def any_running(self, rows: np.ndarray | slice = slice(None)) -> bool:
+        return bool((self.state[rows] == EnvState.RUNNING).any())
+
+    def count(self, state: int) -> int:
+        return int(np.count_nonzero(self.state == state))
+
+    def owed(self) -> np.ndarray:
+        """RUNNING envs whose workers have not finished them yet (the envs a stalled worker holds up)."""
+        running = self.in_state(EnvState.RUNNING)
+        return running[self._counters.finished[running] == self._collected[running]]
+
+    def first_done(self, count: int) -> np.ndarray:
+        """The ``count`` DONE envs that finished first."""
+        done = self.in_state(EnvState.DONE)
+        return done[np.argsort(self._finished_at[done], kind="stable")[:count]]
+
+    # ------------------------------------------------------------------ transitions
+    def send(self, rows: np.ndarray | slice) -> None:
+        """Idle envs into a job: -> RUNNING (the caller checked that they are idle and may run it)."""
+        self._left[rows] = self.state[rows]
+        self.state[rows] = EnvState.RUNNING
+
+    def unsend(self, ids: np.ndarray) -> None:
+        """RUNNING envs whose job was never pushed: back to the idle state they left."""
+        self.state[ids] = self._left[ids]
+
+    def collect(self, receive: Callable[[int], JobReport]) -> None:
+        """RUNNING envs that their workers finished -> DONE, in finishing order. ``receive(env)`` reads the report
+        that env's worker sent after finishing it (its infos, pickled observations, errors)."""
+        finished = self._counters.finished.copy()
+        done = np.flatnonzero(finished != self._collected)
+        if done.size == 0:
+            return
+        # The worker marks a job's report before counting the job finished: what is read after the count holds.
+        with_report = done[self._counters.with_report[done] == finished[done]]
+        for env_index in with_report.tolist():
+            while env_index not in self._reported:
+                self._absorb(receive(env_index))
+        if self._reported:
+            self._reported.difference_update(done.tolist())
+        self._collected[done] = finished[done]
+        self.state[done] = EnvState.DONE
+        self._finished_at[done] = self._finish_count
+        self._finish_count += 1
+
+    def take(self, ids: np.ndarray | slice) -> tuple[list[tuple[int, dict[str, Any]]], EnvFailure | None]:
+        """DONE envs -> READY, OVER (their results say the episode ended) or FAILED (they raised): their infos in env
+        order, and the first failure among them."""
+        over = self._terminated[ids] | self._truncated[ids]
+        self.state[ids] = np.where(over, EnvState.OVER, EnvState.READY)
+        if not self._infos and not self._failures:
+            return [], None
+        if isinstance(ids, slice):
+            ids = np.arange(len(self.state))[ids]
+        env_list = sorted(ids.tolist())
+        infos = [(e, self._infos.pop(e)) for e in env_list if e in self._infos]
+        failures = [self._failures.pop(e) for e in env_list if e in self._failures]
+        for failure in failures:
+            self.state[failure.env_index] = EnvState.FAILED
+        return infos, failures[0] if failures else None
+
+    def _absorb(self, report: JobReport) -> None:
+        """Keep what a worker's report carries until its envs' results are taken."""
+        self._infos.update(report.infos)
+        self._failures.update(report.failures)
+        for env_index, obs in report.observations.items():
+            self._pickled_obs.write(env_index, obs)
+        self._reported.update(report.infos, report.observations, report.failures)
