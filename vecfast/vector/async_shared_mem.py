@@ -23,6 +23,7 @@ from vecfast.vector.env_states import EnvState, EnvStates
 from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport, pickled
 from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots, worth_lending
 from vecfast.vector.protocol import Job, JobRing, ResultCounters, reserve_result_arrays
+from vecfast.vector.restarts import Restart, RestartBudget
 from vecfast.vector.shared_buffers import (
     ArenaLayout,
     PickledBuffer,
@@ -106,6 +107,14 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             integer values, no NaN) before any env steps, raising
             :class:`~vecfast.vector.InvalidActionError`; by default, as gymnasium, the
             env gets whatever the caller passed.
+        restart_failed_workers: heal instead of raising. An env that raises (or whose game process
+            died) is rebuilt from its env function in its worker; the call that found the failure returns
+            it with ``truncated=True``, its last observation and ``info["restarted"]`` (under SAME_STEP, the
+            new env's reset observation, the last one as ``final_obs``), and the other envs' results as they
+            are. A failed reset is done again on the new env. Each restart is appended to :attr:`restarts`.
+            Default False: raise, as gymnasium does.
+        max_restarts, restart_window: past ``max_restarts`` restarts within ``restart_window`` seconds a
+            failure raises as it would without restarts (an env that fails that often is broken).
     """
 
     def __init__(
@@ -128,6 +137,9 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         spin_us: float = 200.0,
         close_timeout: float = 10.0,
         check_actions: bool = False,
+        restart_failed_workers: bool = False,
+        max_restarts: int = 20,
+        restart_window: float = 600.0,
     ) -> None:
         if worker is not None:
             raise ValueError(
@@ -176,6 +188,9 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self.step_timeout = step_timeout
         self.close_timeout = close_timeout
         self.check_actions = check_actions
+        self.restart_failed_workers = restart_failed_workers
+        self.restarts: list[Restart] = []  # every restart so far, oldest first
+        self._restart_budget = RestartBudget(max_restarts, restart_window)
 
         self._pool = WorkerPool(
             env_fns, num_workers, context, daemon, self.autoreset_mode, spin_us * 1e-6, double_buffered, close_timeout
@@ -233,6 +248,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
                 obs_space if obs_shared else None,
                 self.single_action_space if actions_shared else None,
                 obs_slots,
+                restart_failed_envs=self.restart_failed_workers,
             ),
         )
         arena.close_fd()
@@ -653,6 +669,11 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         report: JobReport | None = self._pool.receive(w, f"sending the results of env {env_index}", self.step_timeout)
         if report is None:
             raise self._pool.silent(w, env_index, self.step_timeout)
+        for restarted, failure in report.restarted.items():
+            if self._restart_budget.allows(time.monotonic()):
+                self.restarts.append(Restart.of_env(failure))
+            else:  # over budget: the failure is raised as it would be without restarts
+                report.failures[restarted] = failure
         return report
 
     def _rows(self, ids: np.ndarray) -> np.ndarray | slice:

@@ -74,6 +74,7 @@ class Attach:
     observation_space: Space | None
     action_space: Space | None
     observation_slots: int = 1
+    restart_failed_envs: bool = False  # rebuild an env that raises from its env function (vecfast.vector.restarts)
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,10 @@ class JobReport:
     infos: dict[int, dict[str, Any]] = field(default_factory=dict)
     observations: dict[int, Any] = field(default_factory=dict)
     failures: dict[int, EnvFailure] = field(default_factory=dict)
+    restarted: dict[int, EnvFailure] = field(default_factory=dict)  # envs rebuilt after they raised this
 
     def __bool__(self) -> bool:
-        return bool(self.infos or self.observations or self.failures)
+        return bool(self.infos or self.observations or self.failures or self.restarted)
 
 
 @dataclass(frozen=True)

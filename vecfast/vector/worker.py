@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from vecfast.vector.messages import (
 )
 from vecfast.vector.process_cleanup import become_group_leader, watch_owner
 from vecfast.vector.protocol import Job, JobRing, ResultCounters, spin_acquire
+from vecfast.vector.restarts import RESTARTED
 from vecfast.vector.shared_buffers import SharedArena, slot_buffers, space_buffer
 
 FORBIDDEN_CALLS = ("reset", "step", "close")  # the vector env's own methods do these
@@ -76,7 +78,9 @@ def run_worker(
         return
     arena = SharedArena(message.layout, fd=recv_handle(conn))
     arena.close_fd()
-    worker = _Worker(index, envs, env_offset, conn, arena.views(), message, autoreset_mode, ready_sem, countdown)
+    worker = _Worker(
+        index, envs, env_fns, env_offset, conn, arena.views(), message, autoreset_mode, ready_sem, countdown
+    )
     conn.send(Attached())
     try:
         worker.serve(cmd_sem, spin_seconds)
@@ -114,6 +118,7 @@ class _Worker:
         self,
         index: int,
         envs: list[Env],
+        env_fns: list[Any],
         env_offset: int,
         conn: Connection,
         views: dict[str, Any],
@@ -126,6 +131,9 @@ class _Worker:
         self.ready_sem = ready_sem
         self.countdown = countdown
         self.envs = envs
+        self.env_fns = env_fns
+        self.restart_failed_envs = attach.restart_failed_envs
+        self.last_obs: list[Any] = [None] * len(envs)  # what each env last returned: a rebuilt env's final obs
         self.offset = env_offset
         self.conn = conn
         self.ring = JobRing(views, index)
@@ -199,8 +207,22 @@ class _Worker:
                 else:
                     obs_buffer.write(env_index, obs)
             except Exception as exc:
-                report.failures[env_index] = EnvFailure.capture(exc, env_index, self.index)
-                continue
+                failure = EnvFailure.capture(exc, env_index, self.index)
+                if not self.restart_failed_envs:
+                    report.failures[env_index] = failure
+                    continue
+                try:
+                    obs, reward, terminated, truncated, info = self.rebuilt(
+                        k, None if args is None else args[position], resetting=fn is not self.step_env
+                    )
+                    if obs_buffer is None:
+                        report.observations[env_index] = obs
+                    else:
+                        obs_buffer.write(env_index, obs)
+                except Exception as rebuild_exc:
+                    report.failures[env_index] = EnvFailure.capture(rebuild_exc, env_index, self.index)
+                    continue
+                report.restarted[env_index] = failure
             done.append(env_index)
             rewards.append(reward)
             terminations.append(terminated)
@@ -212,7 +234,11 @@ class _Worker:
         self.terminated[done] = terminations
         self.truncated[done] = truncations
         # Counted once per job, final: the owner may read the counters at any moment.
-        reported = report.infos.keys() | report.observations.keys() | report.failures.keys() if report else None
+        reported = (
+            report.infos.keys() | report.observations.keys() | report.failures.keys() | report.restarted.keys()
+            if report
+            else None
+        )
         self.counters.count_finished([offset + k for k in local], reported)
         # In a countdown batch only the job that finds no token left wakes the owner.
         if not (counts_down and self.countdown.acquire(False)):
@@ -230,6 +256,7 @@ class _Worker:
         """
         envs = self.envs
         needs_reset = self.needs_reset
+        last_obs = self.last_obs
         next_step_reset = self.next_step_reset
         same_step_reset = self.same_step_reset
         read_action = None if self.action_buffer is None else self.action_buffer.read_row
@@ -251,6 +278,7 @@ class _Worker:
                     obs, reset_info = env.reset()
                     info = {"final_obs": final_obs, "final_info": final_info, **reset_info}
             needs_reset[k] = not same_step_reset and bool(terminated or truncated)
+            last_obs[k] = obs
             return obs, reward, terminated, truncated, info
 
         return step_env
@@ -259,7 +287,30 @@ class _Worker:
         seed, options = seed_options
         obs, info = self.envs[k].reset(seed=seed, options=options)
         self.needs_reset[k] = False
+        self.last_obs[k] = obs
         return obs, 0.0, False, False, info
+
+    def rebuilt(self, k: int, reset_args: tuple[Any, Any] | None, resetting: bool) -> StepResult:
+        """Replace env ``k``, which just raised, by a new one from its env function; the job's result for it.
+
+        A failed reset is done again on the new env. A failed step ends the episode as truncated with the
+        last observation the env returned; the new env then resets where the autoreset mode says: on the next
+        step (NEXT_STEP, DISABLED: the caller resets it), or now (SAME_STEP: the reset observation, the last
+        one as ``final_obs``)."""
+        with contextlib.suppress(Exception):  # a broken env may not close cleanly; its worker group is reaped
+            self.envs[k].close()
+        self.envs[k] = self.env_fns[k]()
+        if resetting:
+            obs, _, _, _, info = self.reset_env(k, -1, reset_args if reset_args is not None else (None, None))
+            return obs, 0.0, False, False, {**info, RESTARTED: True}
+        final_obs = self.last_obs[k]
+        if self.same_step_reset:
+            obs, info = self.envs[k].reset()
+            self.needs_reset[k] = False
+            self.last_obs[k] = obs
+            return obs, 0.0, False, True, {"final_obs": final_obs, "final_info": {}, **info, RESTARTED: True}
+        self.needs_reset[k] = True
+        return final_obs, 0.0, False, True, {RESTARTED: True}
 
     def control(self, local: list[int], request: ControlRequest) -> ControlReply:
         """Answer call/get_attr/set_attr/render for the envs ``local``; errors go back too."""

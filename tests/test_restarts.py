@@ -1,0 +1,175 @@
+"""Restarts of failed envs (``restart_failed_workers=True``): the env that failed comes back rebuilt, truncated,
+and every other env's results are exactly those of gymnasium's SyncVectorEnv stepping the same envs."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+from gymnasium.vector import AutoresetMode
+from helpers import shm_entries, wait_gone
+
+from vecfast.vector import EnvError
+
+NUM_ENVS = 4
+FAILING = 2
+
+
+class FailsAtStep(gym.Wrapper):
+    """Raises on step ``at`` of each env it wraps (counted over the env's life, across resets)."""
+
+    def __init__(self, env: gym.Env, at: int) -> None:
+        super().__init__(env)
+        self.at, self.steps = at, 0
+
+    def step(self, action: Any):
+        self.steps += 1
+        if self.steps == self.at:
+            raise RuntimeError(f"failed at step {self.at}")
+        return self.env.step(action)
+
+
+def cartpole(index: int, fail_at: int | None = None) -> gym.Env:
+    env = gym.make("CartPole-v1")
+    return env if fail_at is None or index != FAILING else FailsAtStep(env, fail_at)
+
+
+def fns(fail_at: int | None) -> list[functools.partial]:
+    return [functools.partial(cartpole, i, fail_at) for i in range(NUM_ENVS)]
+
+
+def others(array: np.ndarray) -> np.ndarray:
+    return np.delete(array, FAILING, axis=0)
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_an_env_that_raises_is_rebuilt_and_returns_truncated_with_its_last_observation(make_async, mode):
+    vec = make_async(fns(fail_at=3), num_workers=2, autoreset_mode=mode, restart_failed_workers=True)
+    ref = gym.vector.SyncVectorEnv(fns(None), autoreset_mode=mode)
+    obs, _ = vec.reset(seed=7)
+    ref_obs, _ = ref.reset(seed=7)
+    np.testing.assert_array_equal(obs, ref_obs)
+    actions = np.array([1, 0, 1, 0])
+    for _ in range(2):
+        last = obs
+        obs, rewards, terminations, truncations, infos = vec.step(actions)
+        ref_obs, *_ = ref.step(actions)
+        np.testing.assert_array_equal(obs, ref_obs)
+    last = obs
+    obs, rewards, terminations, truncations, infos = vec.step(actions)  # env 2's third step raises
+    ref_obs, ref_rewards, ref_terminations, ref_truncations, _ = ref.step(actions)
+    np.testing.assert_array_equal(others(obs), others(ref_obs))
+    np.testing.assert_array_equal(others(rewards), others(ref_rewards))
+    np.testing.assert_array_equal(others(truncations), others(ref_truncations))
+    assert truncations[FAILING] and not terminations[FAILING] and rewards[FAILING] == 0.0
+    assert infos["restarted"].tolist() == [False, False, True, False]
+    if mode == AutoresetMode.NEXT_STEP:
+        np.testing.assert_array_equal(obs[FAILING], last[FAILING])  # its last observation
+    else:
+        np.testing.assert_array_equal(infos["final_obs"][FAILING], last[FAILING])
+        assert np.abs(obs[FAILING]).max() <= 0.05  # the new env's reset observation
+    (restart,) = vec.restarts
+    assert (restart.worker, restart.env_indices, restart.cause) == (1, (FAILING,), "raised")
+    assert restart.exc_type == "RuntimeError" and "failed at step 3" in restart.traceback
+    obs, rewards, terminations, truncations, infos = vec.step(actions)  # the others go on as before
+    ref_obs, *_ = ref.step(actions)
+    np.testing.assert_array_equal(others(obs), others(ref_obs))
+    if mode == AutoresetMode.NEXT_STEP:  # the rebuilt env resets on its next step
+        assert rewards[FAILING] == 0.0 and np.abs(obs[FAILING]).max() <= 0.05
+    assert len(vec.restarts) == 1
+    ref.close()
+
+
+def test_past_max_restarts_within_the_window_the_failure_raises(make_async):
+    vec = make_async(fns(fail_at=2), num_workers=2, restart_failed_workers=True, max_restarts=1)
+    vec.reset(seed=0)
+    actions = np.zeros(NUM_ENVS, np.int64)
+    vec.step(actions)
+    _, _, _, truncations, infos = vec.step(actions)  # the first failure: rebuilt
+    assert truncations[FAILING] and infos["restarted"][FAILING]
+    vec.step(actions)  # the rebuilt env resets (NEXT_STEP)
+    vec.step(actions)  # and steps once
+    with pytest.raises(RuntimeError, match="failed at step 2") as raised:
+        vec.step(actions)  # its second failure is one restart too many
+    assert isinstance(raised.value, EnvError) and raised.value.env_index == FAILING
+    assert len(vec.restarts) == 1
+    with pytest.raises(RuntimeError, match=r"envs \[2\] raised during their last step or reset: reset them first"):
+        vec.step(actions)
+    vec.reset(seed=1)
+    vec.step(actions)
+
+
+class FailsFirstReset(gym.Wrapper):
+    """The first instance (in any process) raises on reset; ``marker`` records that it did."""
+
+    def __init__(self, env: gym.Env, marker: Path) -> None:
+        super().__init__(env)
+        self.marker = marker
+
+    def reset(self, **kwargs: Any):
+        if not self.marker.exists():
+            self.marker.touch()
+            raise OSError("the first reset fails")
+        return self.env.reset(**kwargs)
+
+
+def test_a_failed_reset_is_done_again_on_the_rebuilt_env(make_async, tmp_path):
+    marker = tmp_path / "failed_once"
+    env_fns = [lambda: gym.make("CartPole-v1")] * NUM_ENVS
+    env_fns[FAILING] = lambda: FailsFirstReset(gym.make("CartPole-v1"), marker)
+    vec = make_async(env_fns, num_workers=2, restart_failed_workers=True)
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * NUM_ENVS)
+    obs, infos = vec.reset(seed=3)
+    ref_obs, _ = ref.reset(seed=3)
+    np.testing.assert_array_equal(obs, ref_obs)  # the same seed, on the new env
+    assert infos["restarted"].tolist() == [False, False, True, False]
+    assert [r.exc_type for r in vec.restarts] == ["OSError"]
+    ref.close()
+
+
+def test_without_restarts_an_env_that_raises_raises_as_in_gymnasium(make_async):
+    vec = make_async(fns(fail_at=1), num_workers=2)
+    vec.reset(seed=0)
+    with pytest.raises(RuntimeError, match="failed at step 1"):
+        vec.step(np.zeros(NUM_ENVS, np.int64))
+    assert vec.restarts == []
+
+
+def doom_basic() -> gym.Env:  # runs in the workers
+    import vecfast  # noqa: F401  (registers the ids)
+
+    return gym.make("vecfast/DoomBasic-v0")
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_vizdoom_game_counts_as_its_env_raising_and_leaves_nothing_after_close(make_async):
+    """A game process SIGKILLed under a running env: the env is rebuilt with a new game, the other env's game
+    goes on, and after close() no game process or VizDoom /dev/shm entry of either is left."""
+    shm_before = shm_entries()
+    vec = make_async([doom_basic] * 2, num_workers=2, restart_failed_workers=True)
+    vec.reset(seed=0)
+    workers = [psutil.Process(pid) for pid in vec.worker_pids]
+    games = {w.pid: [c for c in w.children(recursive=True) if c.name() == "vizdoom"] for w in workers}
+    (victim,) = games[workers[0].pid]
+    (survivor,) = games[workers[1].pid]
+    victim.kill()
+    victim.wait(10)
+    actions = np.zeros(vec.action_space.shape, vec.action_space.dtype)
+    _, _, terminations, truncations, infos = vec.step(actions)
+    assert truncations.tolist() == [True, False] and not terminations[0]
+    assert infos["restarted"].tolist() == [True, False]
+    (restart,) = vec.restarts
+    assert (restart.worker, restart.env_indices, restart.cause) == (0, (0,), "raised")
+    for _ in range(5):
+        vec.step(actions)  # the rebuilt env resets, then plays on with its new game
+    (new_game,) = [c for c in workers[0].children(recursive=True) if c.name() == "vizdoom"]
+    assert new_game.pid != victim.pid and survivor.is_running()
+    everything = [*workers, new_game, survivor]
+    vec.close()
+    assert wait_gone(everything, timeout=10) == []
+    assert {name for name in shm_entries() - shm_before if "ViZDoom" in name} == set()
