@@ -3,7 +3,12 @@ and every other env's results are exactly those of gymnasium's SyncVectorEnv ste
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import os
+import signal
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +17,7 @@ import numpy as np
 import psutil
 import pytest
 from gymnasium.vector import AutoresetMode
-from helpers import shm_entries, wait_gone
+from helpers import descendants, shm_entries, wait_gone
 
 from vecfast.vector import EnvError
 
@@ -173,3 +178,103 @@ def test_a_killed_vizdoom_game_counts_as_its_env_raising_and_leaves_nothing_afte
     vec.close()
     assert wait_gone(everything, timeout=10) == []
     assert {name for name in shm_entries() - shm_before if "ViZDoom" in name} == set()
+
+
+class DiesAtStep(gym.Wrapper):
+    """Ends its worker process on its step ``at``, once (``marker`` records it): ``how`` is ``"segfault"`` (a
+    real one: reading address 0), ``"exit"`` (``sys.exit(3)``), ``"sigkill"``, or ``"stop"`` (SIGSTOP)."""
+
+    def __init__(self, env: gym.Env, at: int, how: str, marker: Path) -> None:
+        super().__init__(env)
+        self.at, self.how, self.marker, self.steps = at, how, marker, 0
+
+    def step(self, action: Any):
+        self.steps += 1
+        if self.steps == self.at and not self.marker.exists():
+            self.marker.touch()
+            if self.how == "segfault":
+                ctypes.string_at(0)
+            elif self.how == "exit":
+                sys.exit(3)
+            else:
+                os.kill(os.getpid(), signal.SIGKILL if self.how == "sigkill" else signal.SIGSTOP)
+        return self.env.step(action)
+
+
+def dying(index: int, how: str, marker: Path) -> gym.Env:
+    env = gym.make("CartPole-v1")
+    return DiesAtStep(env, 3, how, marker) if index == FAILING else env
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "how, cause, exit_status",
+    [
+        ("sigkill", "died", "signal SIGKILL"),
+        ("segfault", "died", "signal SIGSEGV"),
+        ("exit", "died", "exit code 3"),
+        ("stop", "stalled", None),
+    ],
+)
+def test_a_dead_or_stalled_worker_is_replaced_and_its_envs_end_their_episodes_truncated(
+    make_async, tmp_path, how, cause, exit_status
+):
+    """Env 2 ends its worker (envs 2 and 3) during its third step; the step returns envs 0 and 1 exactly as
+    gymnasium's SyncVectorEnv does, envs 2 and 3 truncated with their last observations; a new worker carries on
+    and nothing is left after close()."""
+    marker = tmp_path / "died_once"
+    env_fns = [functools.partial(dying, i, how, marker) for i in range(NUM_ENVS)]
+    vec = make_async(env_fns, num_workers=2, restart_failed_workers=True, step_timeout=2.0)
+    ref = gym.vector.SyncVectorEnv(fns(None))
+    obs, _ = vec.reset(seed=5)
+    ref.reset(seed=5)
+    actions = np.array([0, 1, 0, 1])
+    for _ in range(2):
+        obs, *_ = vec.step(actions)
+        ref.step(actions)
+    dead = psutil.Process(vec.worker_pids[1])
+    last = obs
+    obs, rewards, terminations, truncations, infos = vec.step(actions)
+    ref_obs, ref_rewards, *_ = ref.step(actions)
+    np.testing.assert_array_equal(obs[:FAILING], ref_obs[:FAILING])
+    np.testing.assert_array_equal(rewards[:FAILING], ref_rewards[:FAILING])
+    assert truncations.tolist() == [False, False, True, True] and not terminations.any()
+    assert infos["restarted"].tolist() == [False, False, True, True]
+    np.testing.assert_array_equal(obs[FAILING:], last[FAILING:])
+    (restart,) = vec.restarts
+    assert (restart.worker, restart.env_indices, restart.cause, restart.exit_status) == (1, (2, 3), cause, exit_status)
+    assert vec.worker_pids[1] != dead.pid and not dead.is_running()
+    obs, rewards, *_ = vec.step(actions)  # the new envs reset (NEXT_STEP); the others go on exactly
+    ref_obs, *_ = ref.step(actions)
+    np.testing.assert_array_equal(obs[:FAILING], ref_obs[:FAILING])
+    assert rewards[FAILING:].tolist() == [0.0, 0.0] and np.abs(obs[FAILING:]).max() <= 0.05
+    obs, rewards, *_ = vec.step(actions)
+    assert rewards.tolist() == [1.0] * NUM_ENVS
+    processes = descendants()
+    vec.close()
+    assert wait_gone(processes, timeout=10) == []
+    ref.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_killed_while_half_its_envs_wait_in_recv_is_replaced(make_async):
+    """Double-buffered send/recv: one half of each worker's envs steps while the caller holds the other. A worker
+    SIGKILLed between two sends: its envs in flight come back truncated, the envs it held end their episodes on
+    their next send, and every env id keeps coming back."""
+    vec = make_async(fns(None), num_workers=2, batch_size=2, restart_failed_workers=True)
+    vec.async_reset(seed=0)
+    seen_restarted: set[int] = set()
+    for i in range(100):  # the owner looks at its workers every 0.1 s: 10 ms per round after the kill
+        if i > 3:
+            time.sleep(0.01)
+        obs, rewards, terminations, truncations, infos = vec.recv()
+        ids = infos["env_id"]
+        if "restarted" in infos:
+            restarted = ids[infos["restarted"]]
+            assert truncations[infos["restarted"]].all()
+            seen_restarted.update(restarted.tolist())
+        if i == 3:
+            os.kill(vec.worker_pids[0], signal.SIGKILL)
+        vec.send(np.zeros(len(ids), np.int64), ids)
+    assert seen_restarted == {0, 1}
+    assert [r.env_indices for r in vec.restarts] == [(0, 1)]

@@ -20,6 +20,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from vecfast.vector.action_check import check_action_batch, check_reset_mask
 from vecfast.vector.env_states import EnvState, EnvStates
+from vecfast.vector.errors import WorkerDiedError
 from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport, pickled
 from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots, worth_lending
 from vecfast.vector.protocol import Job, JobRing, ResultCounters, reserve_result_arrays
@@ -33,9 +34,13 @@ from vecfast.vector.shared_buffers import (
     space_buffer,
 )
 from vecfast.vector.stall_watch import StallWatch
-from vecfast.vector.worker_pool import LIVENESS_SECONDS, WorkerPool
+from vecfast.vector.worker_pool import LIVENESS_SECONDS, WorkerHandle, WorkerPool
 
 _BUSY_CLOSE_GRACE = 1.0  # seconds close() waits for envs still inside an abandoned call
+
+
+class _WorkerReplaced(Exception):
+    """A collect pass waited on a worker that was replaced meanwhile."""
 
 
 @dataclass
@@ -191,6 +196,8 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self.restart_failed_workers = restart_failed_workers
         self.restarts: list[Restart] = []  # every restart so far, oldest first
         self._restart_budget = RestartBudget(max_restarts, restart_window)
+        self._reset_args: dict[int, tuple[Any, Any]] = {}  # each env's last reset's (seed, options), with restarts
+        self._start_timeout = start_timeout
 
         self._pool = WorkerPool(
             env_fns, num_workers, context, daemon, self.autoreset_mode, spin_us * 1e-6, double_buffered, close_timeout
@@ -250,8 +257,10 @@ class AsyncSharedMemVectorEnv(VectorEnv):
                 obs_slots,
                 restart_failed_envs=self.restart_failed_workers,
             ),
+            keep=self.restart_failed_workers,  # replacement workers attach to it too
         )
-        arena.close_fd()
+        if not self.restart_failed_workers:
+            arena.close_fd()
         views = arena.views()
         pickled_obs = None if obs_shared else PickledBuffer(obs_space, self.num_envs)
         if obs_shared:
@@ -491,7 +500,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         ]
         if countdown:
             self._pool.start_countdown(len(jobs))
-        self._envs.send(self._rows(ids))
+        self._envs.send(self._rows(ids), code)
         obs_slot = self._obs.writing(self._rows(ids))
         pushed = 0
         try:
@@ -525,6 +534,8 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self, ids: np.ndarray, seeds: list[int | None], options: Any, split: bool, countdown: bool
     ) -> None:
         args = {e: (seeds[e], options) for e in ids.tolist()}
+        if self.restart_failed_workers:  # what a replacement worker needs to do a reset its predecessor lost
+            self._reset_args.update(args)
         self._dispatch(Job.RESET, ids, split, countdown, args)
 
     def _prepare_step(self, actions: Any, ids: np.ndarray) -> dict[int, Any] | None:
@@ -638,15 +649,17 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         return True
 
     def _check_workers(self, now: float, doing: str) -> None:
-        """Raise if a worker died, or (with a ``step_timeout``) stalled while it owes results."""
-        self._pool.check_alive(doing)
+        """Raise (or with restarts, replace the worker) if a worker died, or (with a ``step_timeout``) stalled while
+        it owes results."""
+        for w in self._pool.dead():
+            self._heal(w, "died", self._pool.died(w, doing))
         if self.step_timeout is None:
             return
         owed = self._envs.owed()
         stalled = self._stall_watch.stalled(now, owed, self.step_timeout)
         if len(stalled):
             progress, env_worker = self._stall_watch.marks, self._pool.env_worker
-            raise self._pool.hung(
+            error = self._pool.hung(
                 {
                     int(w): (
                         int(progress[w, 0]),
@@ -657,18 +670,54 @@ class AsyncSharedMemVectorEnv(VectorEnv):
                 },
                 self.step_timeout,
             )
+            for w in stalled.tolist():
+                self._heal(self._pool.workers[w], "stalled", error)
+
+    def _heal(self, w: WorkerHandle, cause: str, error: Exception) -> None:
+        """Replace worker ``w`` (``cause``: it ``"died"`` or ``"stalled"``), or raise ``error`` without restarts or
+        past their budget. Its envs' jobs in progress are sent again to the replacement, which ends each of its
+        envs' episodes on their next job, truncated with their last observation (as for an env that raised)."""
+        if not self.restart_failed_workers or not self._restart_budget.allows(time.monotonic()):
+            raise error
+        exit_status = w.exit_status() if cause == "died" else None
+        ids = np.arange(w.offset, w.offset + w.size)
+        running = self._envs.lost(ids)
+        last = self._obs.last_written(ids, np.isin(ids, running))
+        batch = batch_space(self.single_observation_space, len(ids))
+        self._pool.replace(w, list(iterate(batch, last)), self._start_timeout)
+        self.restarts.append(Restart.of_worker(w.index, tuple(ids.tolist()), cause, exit_status, error))
+        for code in (Job.STEP, Job.RESET):
+            again = running[self._envs.job[running] == code]
+            for slot in np.unique(self._obs.latest[again]).tolist():
+                job_ids = again[self._obs.latest[again] == slot]
+                payload = None
+                if code == Job.RESET:
+                    payload = pickled(JobPayload([self._reset_args.get(e, (None, None)) for e in job_ids.tolist()]))
+                self._pool.push(w, code, job_ids - w.offset, False, payload, slot)
 
     def _collect(self) -> None:
         """Move envs whose workers finished them to DONE, reading the reports they left on the pipe."""
-        self._envs.collect(self._report_of)
+        while True:
+            try:
+                self._envs.collect(self._report_of)
+                return
+            except _WorkerReplaced:  # the pass waited on a worker that died: look again
+                continue
 
     def _report_of(self, env_index: int) -> JobReport:
         """The next report on the pipe of env ``env_index``'s worker, which counted the env finished before sending it:
         a worker stopped between the two owes no env step, so only this wait can time it."""
         w = self._pool.workers[self._pool.env_worker[env_index]]
-        report: JobReport | None = self._pool.receive(w, f"sending the results of env {env_index}", self.step_timeout)
+        try:
+            report: JobReport | None = self._pool.receive(
+                w, f"sending the results of env {env_index}", self.step_timeout
+            )
+        except WorkerDiedError as died:
+            self._heal(w, "died", died)
+            raise _WorkerReplaced from None
         if report is None:
-            raise self._pool.silent(w, env_index, self.step_timeout)
+            self._heal(w, "stalled", self._pool.silent(w, env_index, self.step_timeout))
+            raise _WorkerReplaced
         for restarted, failure in report.restarted.items():
             if self._restart_budget.allows(time.monotonic()):
                 self.restarts.append(Restart.of_env(failure))

@@ -7,6 +7,7 @@ not finished (RUNNING) or hold results for the caller (DONE)::
     READY/OVER ---step--> RUNNING ---worker finished--> DONE ---taken--> READY | OVER | FAILED
     any idle ----reset--> RUNNING                               (by the job's results)
     RUNNING --unsent (a job never pushed: Ctrl-C between two pushes)--> the idle state it left
+    RUNNING --lost (its worker died or stalled and was replaced)--> RUNNING, its job sent again
 
 A worker tells the owner which envs it finished through counters in shared memory that only the
 worker writes (:class:`~vecfast.vector.protocol.ResultCounters`); this class keeps the owner's side
@@ -59,6 +60,7 @@ class EnvStates:
         self._finished_at = np.zeros(num_envs, np.int64)  # finishing order of DONE envs, for recv
         self._finish_count = 0
         self._left = np.zeros(num_envs, np.int8)  # the idle state each RUNNING env left, for unsend
+        self.job = np.zeros(num_envs, np.int8)  # the code of each RUNNING env's job (vecfast.vector.protocol.Job)
         self._infos: dict[int, dict[str, Any]] = {}
         self._failures: dict[int, EnvFailure] = {}
         self._reported: set[int] = set()  # a report arrived before the env was seen finished
@@ -94,10 +96,22 @@ class EnvStates:
         return done[np.argsort(self._finished_at[done], kind="stable")[:count]]
 
     # ------------------------------------------------------------------ transitions
-    def send(self, rows: np.ndarray | slice) -> None:
-        """Idle envs into a job: -> RUNNING (the caller checked that they are idle and may run it)."""
+    def send(self, rows: np.ndarray | slice, job: int) -> None:
+        """Idle envs into a job with code ``job``: -> RUNNING (the caller checked that they are idle and may run it)."""
         self._left[rows] = self.state[rows]
         self.state[rows] = EnvState.RUNNING
+        self.job[rows] = job
+
+    def lost(self, ids: np.ndarray) -> np.ndarray:
+        """Envs ``ids`` lost their worker: its counts are taken as seen, and what a RUNNING env's report had brought
+        is dropped (its job is sent again to the replacement). The RUNNING ones among ``ids``."""
+        self._collected[ids] = self._counters.finished[ids]
+        running = self.in_state(EnvState.RUNNING, ids)
+        for env_index in running.tolist():
+            self._infos.pop(env_index, None)
+            self._failures.pop(env_index, None)
+            self._reported.discard(env_index)
+        return running
 
     def unsend(self, ids: np.ndarray) -> None:
         """RUNNING envs whose job was never pushed: back to the idle state they left."""

@@ -75,6 +75,7 @@ class Attach:
     action_space: Space | None
     observation_slots: int = 1
     restart_failed_envs: bool = False  # rebuild an env that raises from its env function (vecfast.vector.restarts)
+    last_obs: list[Any] | None = None  # a replacement worker's: its predecessor's envs' last observations
 
 
 @dataclass(frozen=True)

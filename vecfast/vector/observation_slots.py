@@ -56,6 +56,7 @@ class ObservationSlots:
         self.buffers = buffers
         self.write_slot = 0
         self.latest = np.zeros(num_envs, np.int8)  # the slot holding each env's newest observation
+        self.previous = np.zeros(num_envs, np.int8)  # the slot each env wrote before (a lost job's env: its last)
         self._arena = arena
         self._spec = spec
         self._lent: list[list[weakref.ref]] = [[] for _ in buffers]
@@ -63,6 +64,7 @@ class ObservationSlots:
 
     def writing(self, rows: np.ndarray | slice) -> int:
         """Envs ``rows`` are about to write their next observation: the slot they write."""
+        self.previous[rows] = self.latest[rows]
         self.latest[rows] = self.write_slot
         return self.write_slot
 
@@ -77,6 +79,15 @@ class ObservationSlots:
         if (slots == slots[0]).all():  # one slot: a gather from it is faster than one across slots
             return self.buffers[slots[0]].read(rows, copy)
         return map_tree(lambda a: a[slots, rows], self._slot_views)  # fancy indexing copies
+
+    def last_written(self, ids: np.ndarray, lost: np.ndarray) -> Any:
+        """Copies of envs ``ids``' newest complete observations, as a batch: for those whose job was ``lost`` (its
+        worker died during it), the slot they wrote before. With one slot that is the row the lost job wrote
+        into: the observation before that step, or the one the step produced if the worker got as far."""
+        slots = np.where(lost, self.previous[ids], self.latest[ids])
+        if len(self.buffers) == 1:
+            return self.buffers[0].read(ids, True)
+        return map_tree(lambda a: a[slots, ids], self._slot_views)
 
     def _read_slot(self, slot: int, copy: bool) -> Any:
         free = [s for s in range(len(self.buffers)) if s != slot and not self._in_use(s)]

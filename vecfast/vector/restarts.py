@@ -20,13 +20,16 @@ RESTARTED = "restarted"  # the info key (True) of an env that the call rebuilt a
 
 @dataclass(frozen=True)
 class Restart:
-    """One restart: when the owner learned of it (``time.time()``), the worker and envs it touched, why
-    (``"raised"``: an env raised, or the game process it ran died), and the env's traceback."""
+    """One restart: when the owner learned of it (``time.time()``), the worker and the envs rebuilt, why
+    (``cause``: ``"raised"``, an env raised or the game process it ran died; ``"died"``, the worker process
+    died, with its ``exit_status`` such as ``"signal SIGSEGV"`` or ``"exit code 3"``; ``"stalled"``, the worker
+    went past ``step_timeout`` and was killed), what was raised or noticed, and the env's traceback."""
 
     time: float
     worker: int
     env_indices: tuple[int, ...]
     cause: str
+    exit_status: str | None
     exc_type: str
     message: str
     traceback: str
@@ -38,10 +41,17 @@ class Restart:
             failure.worker_index,
             (failure.env_index,),
             "raised",
+            None,
             failure.exc_type,
             failure.message,
             failure.traceback,
         )
+
+    @classmethod
+    def of_worker(
+        cls, worker: int, env_indices: tuple[int, ...], cause: str, exit_status: str | None, error: BaseException
+    ) -> Restart:
+        return cls(time.time(), worker, env_indices, cause, exit_status, type(error).__name__, str(error), "")
 
 
 class RestartBudget:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import traceback
 from collections.abc import Callable
@@ -133,7 +134,10 @@ class _Worker:
         self.envs = envs
         self.env_fns = env_fns
         self.restart_failed_envs = attach.restart_failed_envs
-        self.last_obs: list[Any] = [None] * len(envs)  # what each env last returned: a rebuilt env's final obs
+        # What each env last returned: its final observation if it must be rebuilt. A replacement worker gets its
+        # predecessor's, and owes each env's caller the end of the episode that was lost (settle_owed).
+        self.last_obs: list[Any] = [None] * len(envs) if attach.last_obs is None else list(attach.last_obs)
+        self.owing: set[int] = set() if attach.last_obs is None else set(range(len(envs)))
         self.offset = env_offset
         self.conn = conn
         self.ring = JobRing(views, index)
@@ -169,8 +173,12 @@ class _Worker:
                 self.conn.send(self.control(job.local_envs, self.conn.recv()))
                 continue
             args = self.conn.recv().args if job.has_payload else None
-            fn = self.step_env if job.code == Job.STEP else self.reset_env
-            self.run_job(job.local_envs, fn, args, job.counts_down, job.obs_slot)
+            resetting = job.code == Job.RESET
+            if self.owing:  # a replacement's first job for an env: the episode its predecessor lost ends here
+                fn = functools.partial(self.settle_owed, resetting)
+            else:
+                fn = self.reset_env if resetting else self.step_env
+            self.run_job(job.local_envs, fn, args, job.counts_down, job.obs_slot, resetting)
 
     def run_job(
         self,
@@ -179,6 +187,7 @@ class _Worker:
         args: list[Any] | None,
         counts_down: bool,
         obs_slot: int,
+        resetting: bool,
     ) -> None:
         """Run ``fn`` on each env, then publish results and count the envs finished, then a report by pipe.
 
@@ -213,7 +222,7 @@ class _Worker:
                     continue
                 try:
                     obs, reward, terminated, truncated, info = self.rebuilt(
-                        k, None if args is None else args[position], resetting=fn is not self.step_env
+                        k, None if args is None else args[position], resetting
                     )
                     if obs_buffer is None:
                         report.observations[env_index] = obs
@@ -291,15 +300,20 @@ class _Worker:
         return obs, 0.0, False, False, info
 
     def rebuilt(self, k: int, reset_args: tuple[Any, Any] | None, resetting: bool) -> StepResult:
-        """Replace env ``k``, which just raised, by a new one from its env function; the job's result for it.
-
-        A failed reset is done again on the new env. A failed step ends the episode as truncated with the
-        last observation the env returned; the new env then resets where the autoreset mode says: on the next
-        step (NEXT_STEP, DISABLED: the caller resets it), or now (SAME_STEP: the reset observation, the last
-        one as ``final_obs``)."""
+        """Replace env ``k``, which just raised, by a new one from its env function; the job's result for it
+        (:meth:`restarted`)."""
         with contextlib.suppress(Exception):  # a broken env may not close cleanly; its worker group is reaped
             self.envs[k].close()
         self.envs[k] = self.env_fns[k]()
+        return self.restarted(k, reset_args, resetting)
+
+    def restarted(self, k: int, reset_args: tuple[Any, Any] | None, resetting: bool) -> StepResult:
+        """The result of a job for env ``k``, new in place of one that failed.
+
+        A reset is done on the new env. A step ends the lost episode as truncated with the last observation
+        the old env returned; the new env then resets where the autoreset mode says: on the next step
+        (NEXT_STEP, DISABLED: the caller resets it), or now (SAME_STEP: the reset observation, the last one as
+        ``final_obs``)."""
         if resetting:
             obs, _, _, _, info = self.reset_env(k, -1, reset_args if reset_args is not None else (None, None))
             return obs, 0.0, False, False, {**info, RESTARTED: True}
@@ -311,6 +325,14 @@ class _Worker:
             return obs, 0.0, False, True, {"final_obs": final_obs, "final_info": {}, **info, RESTARTED: True}
         self.needs_reset[k] = True
         return final_obs, 0.0, False, True, {RESTARTED: True}
+
+    def settle_owed(self, resetting: bool, k: int, env_index: int, arg: Any) -> StepResult:
+        """A job's env function while some envs are new in a replacement worker: an env's first job ends the
+        episode its predecessor lost (:meth:`restarted`); the others run as usual."""
+        if k in self.owing:
+            self.owing.discard(k)
+            return self.restarted(k, arg if resetting else None, resetting)
+        return self.reset_env(k, env_index, arg) if resetting else self.step_env(k, env_index, arg)
 
     def control(self, local: list[int], request: ControlRequest) -> ControlReply:
         """Answer call/get_attr/set_attr/render for the envs ``local``; errors go back too."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -46,10 +47,13 @@ class WorkerHandle:
     def env_range(self) -> str:
         return f"envs {self.offset}-{self.offset + self.size - 1}"
 
-    def death_note(self) -> str:
+    def exit_status(self) -> str:
+        """``"signal SIGKILL"``, ``"exit code 3"``: how the process ended (``"exit code None"``: it has not)."""
         code = self.process.exitcode
-        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        return f"worker {self.index} (pid {self.process.pid}, {self.env_range}) died with {how}"
+        return f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+
+    def death_note(self) -> str:
+        return f"worker {self.index} (pid {self.process.pid}, {self.env_range}) died with {self.exit_status()}"
 
 
 class WorkerPool:
@@ -71,7 +75,7 @@ class WorkerPool:
         double_buffered: bool,
         close_timeout: float,
     ) -> None:
-        ctx = mp.get_context(context)
+        ctx = self._ctx = mp.get_context(context)
         self.ready_sem = ctx.Semaphore(0)
         # Jobs of one batch count down on this semaphore; only the last to finish wakes
         # the owner, so a step costs one wake-up, not one per worker.
@@ -80,31 +84,38 @@ class WorkerPool:
         self.broken: str | None = None
         self.close_timeout = close_timeout
         self._finalizer = weakref.finalize(self, _shutdown, self.workers, close_timeout, False)
+        self._env_fns = [CloudpickleWrapper(fn) for fn in env_fns]
+        self._worker_settings = (autoreset_mode, spin_seconds)
+        self._daemon = daemon
+        self._attach: tuple[SharedArena, Attach] | None = None  # kept for replacements
         num_envs = len(env_fns)
         sizes = [num_envs // num_workers + (w < num_envs % num_workers) for w in range(num_workers)]
         offset = 0
         for w, size in enumerate(sizes):
-            parent_conn, child_conn = ctx.Pipe()
-            cmd_sem = ctx.Semaphore(0)
-            fns = [CloudpickleWrapper(fn) for fn in env_fns[offset : offset + size]]
-            args = (w, fns, offset, child_conn, cmd_sem, self.ready_sem, self.countdown, os.getpid())
-            process = ctx.Process(
-                target=run_worker,
-                name=f"vecfast-worker-{w}",
-                args=(*args, autoreset_mode, spin_seconds),
-                daemon=daemon,
-            )
-            process.start()
-            child_conn.close()
             half = (size + 1) // 2
             groups = [np.arange(half), np.arange(half, size)] if double_buffered and size > 1 else [np.arange(size)]
-            self.workers.append(WorkerHandle(w, process, parent_conn, cmd_sem, offset, size, groups))
+            self.workers.append(WorkerHandle(w, *self._spawn(w, offset, size), offset, size, groups))
             offset += size
         self.env_worker = np.repeat(np.arange(num_workers), sizes)
         # Double-buffer group of each env: envs of one job share a key.
         self.group_key = np.concatenate(
             [w.index * 2 + np.repeat(np.arange(len(w.groups)), [len(g) for g in w.groups]) for w in self.workers]
         )
+
+    def _spawn(self, index: int, offset: int, size: int) -> tuple[BaseProcess, Connection, Semaphore]:
+        """Start worker ``index``'s process for envs ``offset..offset+size-1``."""
+        parent_conn, child_conn = self._ctx.Pipe()
+        cmd_sem = self._ctx.Semaphore(0)
+        args = (index, self._env_fns[offset : offset + size], offset, child_conn, cmd_sem, self.ready_sem)
+        process = self._ctx.Process(
+            target=run_worker,
+            name=f"vecfast-worker-{index}",
+            args=(*args, self.countdown, os.getpid(), *self._worker_settings),
+            daemon=self._daemon,
+        )
+        process.start()
+        child_conn.close()
+        return process, parent_conn, cmd_sem
 
     @property
     def pids(self) -> list[int]:
@@ -129,8 +140,9 @@ class WorkerPool:
             reports.append(message)
         return reports
 
-    def attach(self, arena: SharedArena, attach: Attach) -> None:
-        """Hand every worker the arena; from then on jobs go through its rings."""
+    def attach(self, arena: SharedArena, attach: Attach, keep: bool = False) -> None:
+        """Hand every worker the arena; from then on jobs go through its rings. ``keep``: keep the arena's file
+        descriptor open, to attach replacements (:meth:`replace`)."""
         for w in self.workers:
             self.send(w, attach)
             send_handle(w.conn, arena.fd, w.process.pid)
@@ -139,8 +151,36 @@ class WorkerPool:
         views = arena.views()
         for w in self.workers:
             w.ring = JobRing(views, w.index)
+        if keep:
+            self._attach = (arena, attach)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _shutdown, self.workers, self.close_timeout, True)
+
+    def replace(self, w: WorkerHandle, last_obs: list[Any], start_timeout: float | None) -> None:
+        """Replace worker ``w`` (dead, or stalled: it is killed first) by a new process with new envs, attached to
+        the same arena; its envs owe the caller a truncation, with ``last_obs`` as their final observations. A new
+        process that fails to build its envs raises here, and the pool is broken."""
+        kill_group(w.process.pid)
+        w.process.kill()
+        w.process.join(LIVENESS_SECONDS)
+        w.conn.close()
+        w.process, w.conn, w.cmd_sem = self._spawn(w.index, w.offset, w.size)
+        w.ring = None
+        started = self.receive(w, "starting its envs after a restart", start_timeout)
+        if started is None:
+            self.broken = f"worker {w.index}'s replacement did not build its envs within {start_timeout} s"
+            raise StartTimeoutError(self.broken)
+        if isinstance(started, StartFailed):
+            self.broken = f"worker {w.index}'s replacement failed to build env {started.failure.env_index}"
+            raise started.failure.to_error()
+        arena, attach = self._attach
+        self.send(w, dataclasses.replace(attach, last_obs=last_obs))
+        send_handle(w.conn, arena.fd, w.process.pid)
+        self.receive(w, "attaching shared memory after a restart")
+        w.ring = JobRing(arena.views(), w.index)
+        while self.countdown.acquire(False):  # a token the lost job would have taken: each job now wakes the owner
+            pass
+        self.broken = None
 
     def push(
         self,
@@ -178,7 +218,7 @@ class WorkerPool:
                         return None
             return w.conn.recv()
         except (EOFError, OSError):
-            raise self._died(w, doing) from None
+            raise self.died(w, doing) from None
 
     def send(self, w: WorkerHandle, message: Any) -> None:
         """Send a message, or one pickled already (bytes, from :func:`~vecfast.vector.messages.pickled`)."""
@@ -188,12 +228,15 @@ class WorkerPool:
             else:
                 w.conn.send(message)
         except OSError:
-            raise self._died(w, "receiving a request") from None
+            raise self.died(w, "receiving a request") from None
 
     def check_alive(self, doing: str) -> None:
-        for w in self.workers:
-            if not w.process.is_alive():
-                raise self._died(w, doing)
+        dead = self.dead()
+        if dead:
+            raise self.died(dead[0], doing)
+
+    def dead(self) -> list[WorkerHandle]:
+        return [w for w in self.workers if not w.process.is_alive()]
 
     def hung(self, stalled: dict[int, tuple[int, list[int], float]], step_timeout: float) -> StepTimeoutError:
         """Mark the pool broken by stalled workers: ``stalled[w]`` = (env it is stepping or -1, envs it owes,
@@ -220,7 +263,8 @@ class WorkerPool:
         )
         return StepTimeoutError(self.broken)
 
-    def _died(self, w: WorkerHandle, doing: str) -> WorkerDiedError:
+    def died(self, w: WorkerHandle, doing: str) -> WorkerDiedError:
+        """Mark the pool broken by worker ``w``, which died while the owner was ``doing`` something."""
         w.process.join(LIVENESS_SECONDS)  # reap it, so that the note has its exit status
         self.broken = f"{w.death_note()} while {doing}"
         return WorkerDiedError(self.broken)
@@ -229,6 +273,8 @@ class WorkerPool:
         """Stop the workers; ``busy`` ones (still inside a job) are killed, not asked."""
         self._finalizer.detach()
         _shutdown(self.workers, timeout, graceful and self.broken is None, busy)
+        if self._attach is not None:
+            self._attach[0].close_fd()
 
 
 def _worker_list(workers: list[WorkerHandle]) -> str:
