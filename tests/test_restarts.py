@@ -19,7 +19,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 from helpers import descendants, shm_entries, wait_gone
 
-from vecfast.vector import EnvError
+from vecfast.vector import EnvError, WorkerDiedError
 
 NUM_ENVS = 4
 FAILING = 2
@@ -278,3 +278,20 @@ def test_a_worker_killed_while_half_its_envs_wait_in_recv_is_replaced(make_async
         vec.send(np.zeros(len(ids), np.int64), ids)
     assert seen_restarted == {0, 1}
     assert [r.env_indices for r in vec.restarts] == [(0, 1)]
+
+
+class Suicidal(gym.Wrapper):
+    def die(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_call_that_kills_the_workers_raises_and_the_envs_go_on(make_async):
+    vec = make_async([lambda: Suicidal(gym.make("CartPole-v1"))] * NUM_ENVS, num_workers=2, restart_failed_workers=True)
+    vec.reset(seed=0)
+    with pytest.raises(WorkerDiedError, match="worker 0 .* died with signal SIGKILL while answering a call"):
+        vec.call("die")
+    assert [(r.worker, r.cause) for r in vec.restarts] == [(0, "died")]
+    _, _, _, truncations, infos = vec.step(np.zeros(NUM_ENVS, np.int64))  # worker 1 died of the call too
+    assert truncations.all() and infos["restarted"].all()
+    assert [(r.worker, r.cause) for r in vec.restarts] == [(0, "died"), (1, "died")]
+    assert vec.call("spec")[0].id == "CartPole-v1"

@@ -309,8 +309,12 @@ class SystemConfig:
     """Frames per env step in env_frames; None: the envs' frame_skip, else 1."""
     step_timeout: float | str | None = "auto"
     """Seconds an env step may take, and a worker that owes results may go without starting one, before the
-    run stops with a final checkpoint; "auto": 100 measured env cycles, at least 30 s (2 min until measured);
-    None: never."""
+    worker is replaced (restart_failed_workers) or the run stops with a final checkpoint; "auto": 100 measured
+    env cycles, at least 30 s (2 min until measured); None: never."""
+    restart_failed_workers: bool = True
+    """Rebuild an env that raises (or whose game died) and replace a worker that dies or stalls, ending their
+    episodes truncated, and train on; past 20 restarts within 10 minutes the run stops with a final checkpoint.
+    False: the first failure stops the run (with a final checkpoint)."""
     env_start_timeout: float | None = 600.0
     """Seconds the env constructors may take before the run stops; None: no limit."""
     print_every_sec: float | None = 10.0

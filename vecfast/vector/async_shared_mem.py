@@ -593,7 +593,12 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         for w in (self._pool.workers[i] for i in call.reached):
             if w.index not in call.replies:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                reply = self._pool.receive(w, "answering a call", left)
+                try:
+                    reply = self._pool.receive(w, "answering a call", left)
+                except WorkerDiedError as died:  # the call is lost; with restarts the envs go on
+                    self._call = None
+                    self._heal(w, "died", died)
+                    raise
                 if reply is None:
                     raise mp.TimeoutError(f"The call to `call_wait` has timed out after {timeout} second(s).")
                 call.replies[w.index] = reply

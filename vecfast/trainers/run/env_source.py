@@ -102,13 +102,15 @@ class EnvSource:
         num_workers: int | None = None,
         batch_size: int | None = None,
         start_timeout: float | None = None,
+        restart_failed_workers: bool = False,
         render_mode: str | None = None,
         extra_kwargs: Mapping[str, Any] | None = None,
     ) -> VectorEnv:
         """The vector env of ``num_envs`` envs (a given VectorEnv as it is).
 
         For an id: ``vectorization`` (default: the id's batched simulator where it has one) and, for
-        ``"shared_memory"``, ``num_workers``, ``batch_size`` (double buffering) and ``start_timeout``;
+        ``"shared_memory"``, ``num_workers``, ``batch_size`` (double buffering), ``start_timeout`` and
+        ``restart_failed_workers``;
         ``render_mode`` renders single envs (shared memory), as batched simulators may not render;
         ``extra_kwargs`` go to the env besides the source's own (a rank's share of PointNav's scenes).
         A PettingZoo source makes ``num_envs`` matches.
@@ -129,6 +131,8 @@ class EnvSource:
         if vectorization == VECTOR_ENTRY_POINT and render_mode is None:
             return make_vec(self.id, num_envs=num_envs, vectorization_mode=VECTOR_ENTRY_POINT, **kwargs)
         vector_kwargs: dict[str, Any] = {"start_timeout": start_timeout}
+        if restart_failed_workers:
+            vector_kwargs["restart_failed_workers"] = True
         if num_workers is not None:
             vector_kwargs["num_workers"] = num_workers
         if batch_size is not None:

@@ -62,6 +62,8 @@ def progress_line(metrics: dict[str, Any], total_env_steps: int, time_limit: flo
         parts += selfplay
     elif mean_return is not None and math.isfinite(mean_return):
         parts.append(f"mean return {mean_return:.1f} ({metrics.get('episodes', 0):,} episodes)")
+    if metrics.get("restarts"):
+        parts.append(f"{metrics['restarts']} restart{'s' if metrics['restarts'] > 1 else ''}")
     if 0 < steps < total_env_steps and seconds > 0:
         left = (total_env_steps - steps) * seconds / steps
         if time_limit is not None:

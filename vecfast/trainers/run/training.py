@@ -58,6 +58,7 @@ from vecfast.trainers.run.runtime import resolve_device
 from vecfast.trainers.run.step_timeout import RunStepTimeout
 from vecfast.trainers.tools.tune import available_cores
 from vecfast.trainers.tools.viewer import LiveDashboard
+from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.process_cleanup import watch_owner
 
 
@@ -258,6 +259,7 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
             if recipe.scheme_spec.double_buffered and sampling.num_envs >= 2
             else None,
             start_timeout=sampling.env_start_timeout,
+            restart_failed_workers=sampling.restart_failed_workers,
             extra_kwargs=_rank_env_kwargs(source, rank),  # not stored: evaluate and resume see it all
         )
     except BaseException:
@@ -298,10 +300,10 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
             trainer.load_state_dict(state)
         best = state.get("best_return", -np.inf) if state is not None else -np.inf
         step_timeout = RunStepTimeout(vec_env if owns_env else None, cfg.step_timeout)
-        episodes_before = int(state["metrics"].get("episodes", 0)) if state is not None else 0
+        carried = {key: int(state["metrics"].get(key, 0)) for key in CARRIED_COUNTS} if state is not None else {}
         loop = _TrainingLoop(
             trainer, run_dir, cfg, recipe, env_name, dict(source.kwargs), vec_env, frameskip, best, step_timeout,
-            episodes_before,
+            carried,
         )  # fmt: skip
         stats = loop.run(spec.total_env_steps, spec.live and main, steps_at_start=resumed_at or 0)
         return TrainResult(path, trainer.model.eval(), stats)
@@ -313,6 +315,9 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
         if owns_env:
             vec_env.close()
         restore_log()
+
+
+CARRIED_COUNTS = ("episodes", "restarts")  # metrics that count from the start of the run, resumed or not
 
 
 def _for_rank(cfg: TrainConfig, rank: RankInfo | None) -> TrainConfig:
@@ -353,11 +358,13 @@ class _TrainingLoop:
         frameskip: int,
         best_return: float,
         step_timeout: RunStepTimeout,
-        episodes_before: int,
+        carried: dict[str, int],
     ) -> None:
         self.trainer, self.run_dir, self.cfg, self.recipe = trainer, run, cfg, recipe
         self.env_name, self.env_kwargs, self.env, self.frameskip = env_name, env_kwargs, env, frameskip
-        self.episodes_before = episodes_before  # a resumed run's count carries on
+        self.carried = carried  # a resumed run's counts carry on
+        inner = env.unwrapped
+        self.restarts = inner.restarts if isinstance(inner, AsyncSharedMemVectorEnv) else None
         self.best_return = best_return
         self.step_timeout = step_timeout
         self.metrics: dict[str, Any] = {"env_steps": 0}
@@ -411,8 +418,11 @@ class _TrainingLoop:
             "fps": env_steps_per_second * self.frameskip,
             "time": elapsed,
         }
-        if "episodes" in self.metrics:
-            self.metrics["episodes"] += self.episodes_before
+        if self.restarts is not None:  # the job's: every rank's envs
+            self.metrics["restarts"] = int(collective.all_sum(torch.tensor([len(self.restarts)]))[0])
+        for key, before in self.carried.items():
+            if key in self.metrics:
+                self.metrics[key] += before
         self.iterations += 1
         if metrics.policy_lag is not None:
             lag = metrics.policy_lag

@@ -180,6 +180,8 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits", 
         episodes.add_row("return history", Text(sparkline(list(board.returns), spark_width), style="green"))
         episodes.add_row("episode length", f"{m.get('mean_episode_length', float('nan')):.1f}")
     episodes.add_row("episodes", f"{m.get('episodes', 0):,}")
+    if m.get("restarts"):  # envs rebuilt, workers replaced (restart_failed_workers)
+        episodes.add_row("restarts", Text(f"{m['restarts']:,}", style="yellow"))
     episodes.add_row("env frames/s history", Text(sparkline(list(board.fps_history), spark_width), style="cyan"))
 
     components = Table.grid(padding=(0, 2))

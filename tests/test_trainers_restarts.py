@@ -1,0 +1,84 @@
+"""Training carries on through failed envs and workers (``restart_failed_workers``, on by default): the run
+finishes, its envs' cut episodes are truncations, and ``metrics.jsonl`` counts the restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from vecfast.trainers import train
+from vecfast.trainers.run.progress import progress_line
+
+FAST = {"num_workers": 2, "num_envs_per_worker": 2, "rollout": 16, "batch_size": 64, "seed": 0}
+ENV_ID = "vecfast_tests/CartPoleThatFails-v0"
+
+
+class FailsOnce(gym.Wrapper):
+    """On its step ``at`` (the first env to get there, once: ``marker`` records it), raises or SIGKILLs its
+    worker process."""
+
+    def __init__(self, env: gym.Env, marker: str, how: str, at: int = 40) -> None:
+        super().__init__(env)
+        self.marker, self.how, self.at, self.steps = Path(marker), how, at, 0
+
+    def step(self, action: Any):
+        self.steps += 1
+        if self.steps == self.at and not self.marker.exists():
+            self.marker.touch()
+            if self.how == "raise":
+                raise RuntimeError("the env failed")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.env.step(action)
+
+
+def cartpole_that_fails(marker: str, how: str) -> gym.Env:
+    return FailsOnce(gym.make("CartPole-v1"), marker, how)
+
+
+if ENV_ID not in gym.registry:
+    gym.register(ENV_ID, entry_point=cartpole_that_fails)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["raise", "sigkill"])
+@pytest.mark.parametrize("algo", ["ppo", "appo"])
+def test_training_carries_on_through_a_failed_env_or_worker_and_counts_the_restart(algo, how, tmp_path):
+    marker = tmp_path / "failed"
+    result = train(
+        ENV_ID,
+        algo=algo,
+        total_env_steps=2048,
+        run_dir=tmp_path / "run",
+        env_kwargs={"marker": str(marker), "how": how},
+        **FAST,
+    )
+    assert marker.exists() and result.stats["env_steps"] >= 2048
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["restarts"] == 1
+    assert [row["restarts"] for row in rows] == sorted(row["restarts"] for row in rows)
+
+
+@pytest.mark.timeout(120)
+def test_without_restarts_a_failed_env_stops_the_run_with_its_error(tmp_path):
+    with pytest.raises(RuntimeError, match="the env failed"):
+        train(
+            ENV_ID,
+            algo="ppo",
+            total_env_steps=2048,
+            run_dir=tmp_path / "run",
+            env_kwargs={"marker": str(tmp_path / "failed"), "how": "raise"},
+            restart_failed_workers=False,
+            **FAST,
+        )
+
+
+def test_the_progress_line_says_how_many_restarts_there_were():
+    metrics = {"env_steps": 100, "time": 1.0, "fps": 100.0, "mean_episode_return": 5.0, "episodes": 3}
+    assert "restart" not in progress_line({**metrics, "restarts": 0}, 1000)
+    assert " · 2 restarts · " in progress_line({**metrics, "restarts": 2}, 1000)
