@@ -189,3 +189,14 @@ def test_dashboard_shows_a_populations_elo_and_a_leagues() -> None:
     console = Console(record=True, width=100)
     console.print(render(plain, width=100))
     assert "Elo" not in console.export_text()
+
+
+def test_dashboard_keeps_showing_the_latest_evaluation_and_the_restarts() -> None:
+    board = Dashboard(total_env_steps=10_000, batch_size=100, title="evaluated")
+    board.update(record(1000, 1.0, **{"eval/mean_return": 123.5, "eval/episodes": 10}))
+    board.update(record(2000, 2.0, restarts=3))  # a record without an evaluation
+    console = Console(record=True, width=100)
+    console.print(render(board, width=100))
+    text = console.export_text()
+    assert "evaluation (mean return)" in text and "123.50 at 1,000 steps" in text
+    assert "restarts" in text and " 3" in text

@@ -351,7 +351,38 @@ class RunDirConfig:
 
 
 @dataclass
+class EvaluationConfig:
+    """Evaluation while training: whole episodes of the policy on envs of their own, in rank 0."""
+
+    GROUP: ClassVar[str] = "evaluation"
+
+    eval_every_env_steps: int | None = None
+    """Evaluate the policy every this many env steps; the best checkpoint is then the best evaluation's.
+    None: never."""
+    eval_episodes: int = 10
+    """Whole episodes per evaluation (self-play: games against each built-in opponent, seats alternated)."""
+    eval_env_kwargs: dict[str, Any] | None = None
+    """The evaluation envs' keyword arguments over the run's (PointNav's scenes never trained on:
+    {"split": "val"}, on the command line split=val); None: the run's own."""
+    eval_deterministic: bool = True
+    """Evaluate the most likely actions; false: sampled ones."""
+
+    def check(self) -> None:
+        if self.eval_every_env_steps is not None and not (
+            isinstance(self.eval_every_env_steps, int) and self.eval_every_env_steps >= 1
+        ):
+            raise ValueError(
+                f"eval_every_env_steps must be a positive integer or None, got {self.eval_every_env_steps!r}"
+            )
+        if not isinstance(self.eval_episodes, int) or self.eval_episodes < 1:
+            raise ValueError(f"eval_episodes must be a positive integer, got {self.eval_episodes!r}")
+        if self.eval_env_kwargs is not None and not isinstance(self.eval_env_kwargs, dict):
+            raise ValueError(f"eval_env_kwargs must be a dict or None, got {self.eval_env_kwargs!r}")
+
+
+@dataclass
 class TrainConfig(
+    EvaluationConfig,
     RunDirConfig,
     SystemConfig,
     ModelConfig,
@@ -410,6 +441,7 @@ CONCERNS = (
     ModelConfig,
     SystemConfig,
     RunDirConfig,
+    EvaluationConfig,
 )
 """The config's concerns in the order ``vecfast train --help`` lists them."""
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,6 +60,9 @@ from vecfast.trainers.tools.tune import available_cores
 from vecfast.trainers.tools.viewer import LiveDashboard
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.process_cleanup import watch_owner
+
+if TYPE_CHECKING:
+    from vecfast.trainers.run.periodic_evaluation import PeriodicEvaluation
 
 
 @dataclass
@@ -268,6 +271,7 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
     owns_env = vec_env is not source.env
     trainer = None
     run_dir = None
+    evaluation = None
     try:
         cfg = spec.layers.config(vec_env.single_observation_space)
         frameskip = _frameskip(vec_env, cfg)
@@ -301,13 +305,20 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
         best = state.get("best_return", -np.inf) if state is not None else -np.inf
         step_timeout = RunStepTimeout(vec_env if owns_env else None, cfg.step_timeout)
         carried = {key: int(state["metrics"].get(key, 0)) for key in CARRIED_COUNTS} if state is not None else {}
+        if main and cfg.eval_every_env_steps is not None:
+            # here, not at the top: evaluation (a user tool) loads policies through this module
+            from vecfast.trainers.run.periodic_evaluation import PeriodicEvaluation
+
+            evaluation = PeriodicEvaluation(trainer.model, source, vectorization, cfg, resumed_at or 0)
         loop = _TrainingLoop(
             trainer, run_dir, cfg, recipe, env_name, dict(source.kwargs), vec_env, frameskip, best, step_timeout,
-            carried,
+            carried, evaluation,
         )  # fmt: skip
         stats = loop.run(spec.total_env_steps, spec.live and main, steps_at_start=resumed_at or 0)
         return TrainResult(path, trainer.model.eval(), stats)
     finally:
+        if evaluation is not None:
+            evaluation.close()
         if trainer is not None:
             trainer.close()
         if run_dir is not None:
@@ -359,10 +370,12 @@ class _TrainingLoop:
         best_return: float,
         step_timeout: RunStepTimeout,
         carried: dict[str, int],
+        evaluation: PeriodicEvaluation | None,
     ) -> None:
         self.trainer, self.run_dir, self.cfg, self.recipe = trainer, run, cfg, recipe
         self.env_name, self.env_kwargs, self.env, self.frameskip = env_name, env_kwargs, env, frameskip
         self.carried = carried  # a resumed run's counts carry on
+        self.evaluation = evaluation
         inner = env.unwrapped
         self.restarts = inner.restarts if isinstance(inner, AsyncSharedMemVectorEnv) else None
         self.best_return = best_return
@@ -393,17 +406,24 @@ class _TrainingLoop:
         }
         return self.run_dir.save(state, numbered=numbered, best=is_best)
 
-    def improved(self) -> bool:
-        """Whether the running mean return, over enough episodes to mean something, beats the best."""
+    def score(self) -> float | None:
+        """What ``best.pt`` ranks: with evaluation on, the mean return of an evaluation in the latest record; else
+        the running mean return, once over enough episodes to mean something."""
+        if self.evaluation is not None:
+            return self.metrics.get(self.evaluation.RETURN_KEY)
         enough = self.metrics.get("episodes", 0) >= min(self.cfg.stats_avg, 10)
-        return enough and self.metrics.get("mean_episode_return", -np.inf) > self.best_return
+        return self.metrics.get("mean_episode_return") if enough else None
+
+    def improved(self) -> bool:
+        score = self.score()
+        return score is not None and score > self.best_return
 
     def final_checkpoint(self) -> Path | None:
         if not self.iterations:
             return None  # nothing learned since the run (or the resumed checkpoint) started
         is_best = self.cfg.save_best_every_sec is not None and self.improved()  # a run shorter than the period
         if is_best:
-            self.best_return = self.metrics["mean_episode_return"]
+            self.best_return = self.score()
         return self.checkpoint(is_best=is_best)
 
     def record(self, metrics: IterationMetrics, elapsed: float, steps_at_start: int) -> float | None:
@@ -452,16 +472,19 @@ class _TrainingLoop:
                     if chosen is not None:
                         progress.note(f"step_timeout={chosen:.0f} s (auto: from the env cycle measured so far)")
                     metrics = self.metrics
+                    if self.evaluation is not None and self.evaluation.due(metrics["env_steps"]):
+                        metrics.update(self.evaluation.evaluate(self.trainer.model, metrics["env_steps"]))
                     if run is not None:
                         run.log(metrics)
                     if dashboard is not None:
                         dashboard.update(metrics)
                     progress.update(metrics)
                     now = time.perf_counter()
-                    best = cfg.save_best_every_sec is not None and now - last_best >= cfg.save_best_every_sec
+                    every_best = self.evaluation is not None or now - last_best >= (cfg.save_best_every_sec or 0)
+                    best = cfg.save_best_every_sec is not None and every_best  # each evaluation may be the best
                     best = best and self.improved()
                     if best:
-                        self.best_return, last_best = metrics["mean_episode_return"], now
+                        self.best_return, last_best = self.score(), now
                     periodic = now - last_save >= cfg.save_every_sec
                     if best or periodic:  # a best one is best.pt alone: the numbered ones are periodic, and the last
                         self.checkpoint(numbered=periodic, is_best=best)

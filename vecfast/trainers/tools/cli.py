@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vecfast.cli import CommandError, add_env_kwarg_option, check_env_id
+from vecfast.cli import CommandError, add_env_kwarg_option, check_env_id, env_kwarg
 from vecfast.trainers.config import AUTO, CONFIG_GROUPS, TUNED_KEYS, TrainConfig, field_docs
 
 # Only the handlers import torch (through train, tune, enjoy, the registry): `--help` stays fast.
@@ -61,6 +61,8 @@ def _value_kwargs(name: str, hint: Any) -> dict[str, Any]:
     if typing.get_origin(kinds[0]) is tuple:
         item = typing.get_args(kinds[0])[0]
         return {"nargs": "*", "type": item, "metavar": "N" if item is int else "KEY"}
+    if typing.get_origin(kinds[0]) is dict:  # KEY=VALUE pairs, read as --env-kwarg reads them
+        return {"nargs": "*", "type": env_kwarg, "metavar": "KEY=VALUE"}
     words = {"none": None} if len(kinds) < len(args) else {}
     if name == "num_workers" or (str in kinds and len(kinds) > 1):  # num_workers="auto" is train()'s
         words[AUTO] = AUTO
@@ -151,8 +153,13 @@ def _add_config_options(
 
 
 def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    return {k: v for k, v in vars(args).items() if k in names}
+    hints = typing.get_type_hints(TrainConfig)
+    overrides = {k: v for k, v in vars(args).items() if k in hints}
+    for key, value in overrides.items():  # KEY=VALUE pairs into the dict they stand for
+        kinds = typing.get_args(hints[key]) or (hints[key],)
+        if isinstance(value, list) and any(typing.get_origin(kind) is dict for kind in kinds):
+            overrides[key] = dict(value)
+    return overrides
 
 
 def _positive_int(value: str) -> int:

@@ -51,6 +51,11 @@ TRAINER_KEYS = frozenset(
         "learning_rate",
         "rollout_steps",
         "full_trajectories",
+        "restarts",
+        "eval/episodes",
+        "eval/seconds",
+        "eval/std_return",
+        "eval/mean_length",
     }
 )
 _TRAINER_PREFIXES = ("time_", "policy_lag_")

@@ -68,6 +68,7 @@ class Dashboard:
         self.last: dict[str, Any] | None = None
         self.returns: deque[float] = deque(maxlen=history)
         self.fps_history: deque[float] = deque(maxlen=history)
+        self.evaluation: dict[str, Any] = {}  # the latest evaluation's eval/ records, and its env steps
         self.finished = False
 
     def update(self, record: dict[str, Any]) -> None:
@@ -76,6 +77,9 @@ class Dashboard:
         self.previous, self.last = self.last, record
         if "mean_episode_return" in record:
             self.returns.append(record["mean_episode_return"])
+        if "eval/mean_return" in record:
+            self.evaluation = {key: value for key, value in record.items() if key.startswith("eval/")}
+            self.evaluation["env_steps"] = record["env_steps"]
         self.fps_history.append(self.current("env_frames"))
         if self.progress() >= 1.0:
             self.finished = True
@@ -180,6 +184,14 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits", 
         episodes.add_row("return history", Text(sparkline(list(board.returns), spark_width), style="green"))
         episodes.add_row("episode length", f"{m.get('mean_episode_length', float('nan')):.1f}")
     episodes.add_row("episodes", f"{m.get('episodes', 0):,}")
+    evaluation = board.evaluation
+    if evaluation:  # eval_every_env_steps
+        shown = [f"{k.removeprefix('eval/win_rate_vs_')} {v:.2f}" for k, v in evaluation.items() if "win_rate_vs_" in k]
+        text = " / ".join(shown) if shown else f"{evaluation['eval/mean_return']:.2f}"
+        episodes.add_row(
+            "evaluation" + (" (win rates)" if shown else " (mean return)"),
+            f"{text} at {evaluation['env_steps']:,} steps",
+        )
     if m.get("restarts"):  # envs rebuilt, workers replaced (restart_failed_workers)
         episodes.add_row("restarts", Text(f"{m['restarts']:,}", style="yellow"))
     episodes.add_row("env frames/s history", Text(sparkline(list(board.fps_history), spark_width), style="cyan"))

@@ -1,0 +1,153 @@
+"""A long APPO run on DoomBasic that heals: a VizDoom game killed every 2 minutes and a worker every 15 (issue 36).
+
+Each invocation trains one chunk (``--chunk-minutes``, at most 40) of the run in ``--run-dir``, resuming it when it
+exists, until the run's training time reaches ``--total-minutes``. The kill schedule follows the run's own training
+time, so it carries on across chunks. Every minute a row goes to ``--csv`` at once: the run's env steps, mean
+return and ``restarts`` (from its ``metrics.jsonl``), the kills so far and the trainer's RSS; at the end of a chunk
+a row says what was left over (processes, VizDoom's /dev/shm entries). ``--undisturbed`` runs the same without
+kills: the curve to compare with.
+
+    python benchmarks/long_run_kills.py --run-dir runs/doombasic_kills --chunk-minutes 40
+    python benchmarks/long_run_kills.py --run-dir runs/doombasic_calm --chunk-minutes 40 --undisturbed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import append_row, rows_of  # noqa: E402
+
+CSV = Path(__file__).parent / "results" / "long_run_kills.csv"
+COLUMNS = [
+    "run", "mode", "minutes", "env_steps", "mean_return", "restarts", "game_kills", "worker_kills",
+    "trainer_rss_mb", "left_processes", "left_shm", "host",
+]  # fmt: skip
+
+
+def host() -> str:
+    """The CPU model and whether it has AVX512-BF16 (VizDoom's and the encoder's speed differ with it)."""
+    info = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    return f"{os.cpu_count()}-core {model}{' AVX512-BF16' if 'avx512_bf16' in info else ''}"
+
+
+def last_metrics(run_dir: Path) -> dict:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def games_of(trainer: psutil.Process) -> list[psutil.Process]:
+    return [p for p in trainer.children(recursive=True) if p.name() == "vizdoom"]
+
+
+def workers_of(trainer: psutil.Process) -> list[psutil.Process]:
+    """The trainer's env workers: its children that run games."""
+    return [c for c in trainer.children() if any(p.name() == "vizdoom" for p in c.children(recursive=True))]
+
+
+def shm_names() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith("ViZDoom")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--chunk-minutes", type=float, default=40.0)
+    parser.add_argument("--total-minutes", type=float, default=120.0)
+    parser.add_argument("--game-kill-every", type=float, default=120.0, help="seconds of training between game kills")
+    parser.add_argument("--worker-kill-every", type=float, default=900.0, help="seconds between worker kills")
+    parser.add_argument("--undisturbed", action="store_true", help="no kills: the curve to compare with")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--csv", type=Path, default=CSV)
+    args = parser.parse_args()
+    if args.chunk_minutes > 40:
+        parser.error("chunks are at most 40 minutes: a session must be able to commit each one's rows")
+
+    run = args.run_dir.name
+    mode = "undisturbed" if args.undisturbed else "kills"
+    previous = rows_of(args.csv, run)
+    minutes_before = float(previous[-1]["minutes"]) if previous else 0.0
+    game_kills = int(previous[-1]["game_kills"]) if previous else 0
+    worker_kills = int(previous[-1]["worker_kills"]) if previous else 0
+    chunk = min(args.chunk_minutes, args.total_minutes - minutes_before)
+    if chunk <= 0:
+        print(f"{run} has trained {minutes_before:.1f} of {args.total_minutes} minutes already")
+        return
+    resume = (args.run_dir / "metrics.jsonl").exists()
+    command = [sys.executable, "-m", "vecfast", "train"]
+    command += ["--resume", str(args.run_dir)] if resume else ["vecfast/DoomBasic-v0", "--algo", "appo"]
+    command += ["--run-dir", str(args.run_dir)] if not resume else []
+    command += ["--total-env-steps", str(10**10), "--train_for_seconds", str(chunk * 60), "--no-live"]
+    command += ["--seed", str(args.seed)] if not resume else []
+    shm_before = shm_names()
+    trainer_proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trainer = psutil.Process(trainer_proc.pid)
+    start = time.monotonic()
+    next_row = 60.0
+    rss = 0.0
+    while trainer_proc.poll() is None:
+        time.sleep(1.0)
+        elapsed = time.monotonic() - start
+        training = (minutes_before * 60) + elapsed
+        try:
+            rss = trainer.memory_info().rss / 2**20
+            if not args.undisturbed:
+                if training >= (game_kills + 1) * args.game_kill_every:
+                    games = games_of(trainer)
+                    if games:
+                        games[0].kill()
+                        game_kills += 1
+                if training >= (worker_kills + 1) * args.worker_kill_every:
+                    workers = workers_of(trainer)
+                    if workers:
+                        os.kill(workers[-1].pid, signal.SIGKILL)
+                        worker_kills += 1
+        except psutil.Error:
+            continue
+        if elapsed >= next_row:
+            next_row += 60.0
+            metrics = last_metrics(args.run_dir)
+            append_row(
+                args.csv,
+                COLUMNS,
+                {
+                    "run": run, "mode": mode, "minutes": training / 60, "env_steps": metrics.get("env_steps", 0),
+                    "mean_return": metrics.get("mean_episode_return", float("nan")),
+                    "restarts": metrics.get("restarts", 0), "game_kills": game_kills, "worker_kills": worker_kills,
+                    "trainer_rss_mb": rss, "left_processes": "", "left_shm": "", "host": host(),
+                },
+            )  # fmt: skip
+    elapsed = time.monotonic() - start
+    time.sleep(2.0)
+    left = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "vizdoom"]
+    metrics = last_metrics(args.run_dir)
+    append_row(
+        args.csv,
+        COLUMNS,
+        {
+            "run": run, "mode": mode, "minutes": minutes_before + elapsed / 60,
+            "env_steps": metrics.get("env_steps", 0), "mean_return": metrics.get("mean_episode_return", float("nan")),
+            "restarts": metrics.get("restarts", 0),
+            "game_kills": game_kills, "worker_kills": worker_kills, "trainer_rss_mb": rss,
+            "left_processes": len(left), "left_shm": len(shm_names() - shm_before), "host": host(),
+        },
+    )  # fmt: skip
+    print(f"{run}: exit {trainer_proc.returncode}, {metrics.get('env_steps', 0):,} env steps, restarts "
+          f"{metrics.get('restarts', 0)}, kills {game_kills} games + {worker_kills} workers")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
