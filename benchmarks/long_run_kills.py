@@ -29,8 +29,8 @@ from common import append_row, rows_of  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "long_run_kills.csv"
 COLUMNS = [
-    "run", "mode", "minutes", "env_steps", "mean_return", "restarts", "game_kills", "worker_kills",
-    "trainer_rss_mb", "left_processes", "left_shm", "host",
+    "run", "mode", "minutes", "env_steps", "mean_return", "eval_return", "eval_seconds", "restarts", "game_kills",
+    "worker_kills", "trainer_rss_mb", "left_processes", "left_shm", "host",
 ]  # fmt: skip
 
 
@@ -47,6 +47,17 @@ def last_metrics(run_dir: Path) -> dict:
         return {}
     lines = path.read_text().splitlines()
     return json.loads(lines[-1]) if lines else {}
+
+
+def evaluation(run_dir: Path) -> dict:
+    """The run's latest evaluation's mean return, and the seconds all its evaluations took."""
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    evaluated = [row for row in rows if "eval/mean_return" in row]
+    return {
+        "eval_return": evaluated[-1]["eval/mean_return"] if evaluated else float("nan"),
+        "eval_seconds": sum(row["eval/seconds"] for row in evaluated),
+    }
 
 
 def games_of(trainer: psutil.Process) -> list[psutil.Process]:
@@ -71,6 +82,9 @@ def main() -> None:
     parser.add_argument("--worker-kill-every", type=float, default=900.0, help="seconds between worker kills")
     parser.add_argument("--undisturbed", action="store_true", help="no kills: the curve to compare with")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--eval-every", type=int, default=100_000, help="env steps between evaluations (10 episodes; 0: none)"
+    )
     parser.add_argument("--csv", type=Path, default=CSV)
     args = parser.parse_args()
     if args.chunk_minutes > 40:
@@ -92,6 +106,8 @@ def main() -> None:
     command += ["--run-dir", str(args.run_dir)] if not resume else []
     command += ["--total-env-steps", str(10**10), "--train_for_seconds", str(chunk * 60), "--no-live"]
     command += ["--seed", str(args.seed)] if not resume else []
+    if args.eval_every and not resume:
+        command += ["--eval_every_env_steps", str(args.eval_every), "--eval_episodes", "10"]
     shm_before = shm_names()
     trainer_proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trainer = psutil.Process(trainer_proc.pid)
@@ -125,7 +141,7 @@ def main() -> None:
                 COLUMNS,
                 {
                     "run": run, "mode": mode, "minutes": training / 60, "env_steps": metrics.get("env_steps", 0),
-                    "mean_return": metrics.get("mean_episode_return", float("nan")),
+                    "mean_return": metrics.get("mean_episode_return", float("nan")), **evaluation(args.run_dir),
                     "restarts": metrics.get("restarts", 0), "game_kills": game_kills, "worker_kills": worker_kills,
                     "trainer_rss_mb": rss, "left_processes": "", "left_shm": "", "host": host(),
                 },
@@ -140,7 +156,7 @@ def main() -> None:
         {
             "run": run, "mode": mode, "minutes": minutes_before + elapsed / 60,
             "env_steps": metrics.get("env_steps", 0), "mean_return": metrics.get("mean_episode_return", float("nan")),
-            "restarts": metrics.get("restarts", 0),
+            **evaluation(args.run_dir), "restarts": metrics.get("restarts", 0),
             "game_kills": game_kills, "worker_kills": worker_kills, "trainer_rss_mb": rss,
             "left_processes": len(left), "left_shm": len(shm_names() - shm_before), "host": host(),
         },
