@@ -273,7 +273,14 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._terminations = views["terminated"]
         self._truncations = views["truncated"]
         self._stall_watch = StallWatch(views["progress"], self._pool.env_worker)
-        self._envs = EnvStates(self.num_envs, ResultCounters(views), self._terminations, self._truncations, pickled_obs)
+        self._envs = EnvStates(
+            self.num_envs,
+            ResultCounters(views),
+            self._terminations,
+            self._truncations,
+            pickled_obs,
+            track_jobs=self.restart_failed_workers,
+        )
 
     def _set_spaces(self, env_spaces: list[tuple[Space, Space]]) -> None:
         """gymnasium's spaces and its checks of every env's spaces against them."""
@@ -342,7 +349,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
     def step_async(self, actions: Any) -> None:
         """Start stepping every env; :meth:`step_wait` returns the results."""
         self._check_no_call("step_async")
-        if len(self._envs.busy()):
+        if self._envs.any_busy():
             raise AlreadyPendingCallError(
                 "step() called while envs sent with send()/async_reset() (or by an interrupted call) are out; "
                 "recv() them, or reset()",
@@ -500,17 +507,18 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         ]
         if countdown:
             self._pool.start_countdown(len(jobs))
-        self._envs.send(self._rows(ids), code)
-        obs_slot = self._obs.writing(self._rows(ids))
+        obs_slot = self._obs.write_slot
         pushed = 0
         try:
             for (w, job_ids), payload in zip(jobs, payloads, strict=True):
                 self._pool.push(w, code, job_ids - w.offset, countdown, payload, obs_slot)
                 pushed += 1
-        except BaseException:  # Ctrl-C between two pushes: the envs of unpushed jobs never started
-            for _, job_ids in jobs[pushed:]:
-                self._envs.unsend(job_ids)
-            raise
+        finally:  # only the pushed jobs' envs started (Ctrl-C may come between two pushes)
+            sent = self._rows(ids)
+            if pushed < len(jobs):
+                sent = np.concatenate([np.empty(0, np.int64), *(job_ids for _, job_ids in jobs[:pushed])])
+            self._envs.send(sent, code)
+            self._obs.writing(sent)
 
     def _jobs(self, ids: np.ndarray, split: bool) -> list[tuple[Any, np.ndarray]]:
         """(worker, env ids) of each job; the jobs covering every env are computed once."""
@@ -541,12 +549,10 @@ class AsyncSharedMemVectorEnv(VectorEnv):
     def _prepare_step(self, actions: Any, ids: np.ndarray) -> dict[int, Any] | None:
         """Check that envs ``ids`` can step and place their actions; per-env actions if they travel pickled."""
         rows = self._rows(ids)
-        state = self._envs.state[rows]
-        if (state == EnvState.FAILED).any():
-            stale = ids[state == EnvState.FAILED].tolist()
-            raise RuntimeError(f"envs {stale} raised during their last step or reset: reset them first")
-        if self.autoreset_mode == AutoresetMode.DISABLED and (state == EnvState.OVER).any():
-            done = ids[state == EnvState.OVER].tolist()
+        if self._envs.any_failed and len(stale := self._envs.in_state(EnvState.FAILED, ids)):
+            raise RuntimeError(f"envs {stale.tolist()} raised during their last step or reset: reset them first")
+        if self.autoreset_mode == AutoresetMode.DISABLED and len(done := self._envs.in_state(EnvState.OVER, ids)):
+            done = done.tolist()
             raise ValueError(
                 f"envs {done} finished their episodes and autoreset_mode is DISABLED: "
                 "reset them with reset(options={'reset_mask': mask}) before stepping"
@@ -570,7 +576,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
     def _control(self, request: ControlRequest) -> None:
         """Start a control request on every env (in its worker); :meth:`_control_results` collects it."""
-        if len(self._envs.busy()):
+        if self._envs.any_busy():
             raise AlreadyPendingCallError(
                 f"`{request.kind}` called while envs sent with send() are not yet returned by recv()", "send"
             )

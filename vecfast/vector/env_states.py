@@ -6,8 +6,9 @@ not finished (RUNNING) or hold results for the caller (DONE)::
 
     READY/OVER ---step--> RUNNING ---worker finished--> DONE ---taken--> READY | OVER | FAILED
     any idle ----reset--> RUNNING                               (by the job's results)
-    RUNNING --unsent (a job never pushed: Ctrl-C between two pushes)--> the idle state it left
     RUNNING --lost (its worker died or stalled and was replaced)--> RUNNING, its job sent again
+
+An env becomes RUNNING once its job is pushed: one whose push a Ctrl-C prevented stays as it was.
 
 A worker tells the owner which envs it finished through counters in shared memory that only the
 worker writes (:class:`~vecfast.vector.protocol.ResultCounters`); this class keeps the owner's side
@@ -29,7 +30,7 @@ from vecfast.vector.shared_buffers import PickledBuffer
 class EnvState:
     """Where an env is (plain ints: read on every step, where enum lookups cost microseconds)."""
 
-    READY = 0  # idle; it can step
+    READY = 0  # idle; it can step (0 and 1: a job's "episode over" flag is the state it leaves)
     OVER = 1  # idle; its episode ended in its last job (stepping it needs a reset under AutoresetMode.DISABLED)
     FAILED = 2  # idle; it raised in its last job: its row is stale until it is reset
     RUNNING = 3  # in a job that a worker has not finished
@@ -42,7 +43,8 @@ class EnvStates:
     """Per-env state of a vector env's envs, changed only through the transitions below.
 
     ``counters``: what the workers finished; ``terminated``/``truncated``: the shared result rows that
-    decide whether an env is OVER once its results are taken.
+    decide whether an env is OVER once its results are taken. ``track_jobs``: keep each RUNNING env's job code
+    (:attr:`job`), which sending a lost job again needs.
     """
 
     def __init__(
@@ -52,14 +54,16 @@ class EnvStates:
         terminated: np.ndarray,
         truncated: np.ndarray,
         pickled_obs: PickledBuffer | None,
+        track_jobs: bool = False,
     ) -> None:
         self.state = np.full(num_envs, EnvState.READY, np.int8)  # read freely; written only here
+        self.any_failed = False  # whether some env is FAILED (checked before every step: a bool is cheapest)
         self._counters = counters
         self._terminated, self._truncated = terminated, truncated
         self._collected = np.zeros(num_envs, np.int64)  # the jobs of each env that the owner has seen finish
         self._finished_at = np.zeros(num_envs, np.int64)  # finishing order of DONE envs, for recv
         self._finish_count = 0
-        self._left = np.zeros(num_envs, np.int8)  # the idle state each RUNNING env left, for unsend
+        self._track_jobs = track_jobs
         self.job = np.zeros(num_envs, np.int8)  # the code of each RUNNING env's job (vecfast.vector.protocol.Job)
         self._infos: dict[int, dict[str, Any]] = {}
         self._failures: dict[int, EnvFailure] = {}
@@ -67,20 +71,24 @@ class EnvStates:
         self._pickled_obs = pickled_obs
 
     # ------------------------------------------------------------------ queries
+    # (``nonzero()[0]`` rather than ``np.flatnonzero``, and ``any()`` where a bool does: these run on every step)
     def in_state(self, state: int, ids: np.ndarray | None = None) -> np.ndarray:
         """Env indices (of ``ids``, default all) in ``state``."""
         if ids is None:
-            return np.flatnonzero(self.state == state)
+            return (self.state == state).nonzero()[0]
         return ids[self.state[ids] == state]
 
     def busy(self, ids: np.ndarray | None = None) -> np.ndarray:
         """Env indices (of ``ids``, default all) sent and not yet taken (RUNNING or DONE)."""
         if ids is None:
-            return np.flatnonzero(self.state > EnvState.IDLE_MAX)
+            return (self.state > EnvState.IDLE_MAX).nonzero()[0]
         return ids[self.state[ids] > EnvState.IDLE_MAX]
 
+    def any_busy(self) -> bool:
+        return (self.state > EnvState.IDLE_MAX).any()
+
     def any_running(self, rows: np.ndarray | slice = slice(None)) -> bool:
-        return bool((self.state[rows] == EnvState.RUNNING).any())
+        return (self.state[rows] == EnvState.RUNNING).any()
 
     def count(self, state: int) -> int:
         return int(np.count_nonzero(self.state == state))
@@ -97,10 +105,12 @@ class EnvStates:
 
     # ------------------------------------------------------------------ transitions
     def send(self, rows: np.ndarray | slice, job: int) -> None:
-        """Idle envs into a job with code ``job``: -> RUNNING (the caller checked that they are idle and may run it)."""
-        self._left[rows] = self.state[rows]
+        """Idle envs whose job with code ``job`` was pushed: -> RUNNING (the caller checked that they may run it)."""
         self.state[rows] = EnvState.RUNNING
-        self.job[rows] = job
+        if self._track_jobs:
+            self.job[rows] = job
+        if self.any_failed:  # a reset of failed envs
+            self.any_failed = bool((self.state == EnvState.FAILED).any())
 
     def lost(self, ids: np.ndarray) -> np.ndarray:
         """Envs ``ids`` lost their worker: its counts are taken as seen, and what a RUNNING env's report had brought
@@ -113,25 +123,23 @@ class EnvStates:
             self._reported.discard(env_index)
         return running
 
-    def unsend(self, ids: np.ndarray) -> None:
-        """RUNNING envs whose job was never pushed: back to the idle state they left."""
-        self.state[ids] = self._left[ids]
-
     def collect(self, receive: Callable[[int], JobReport]) -> None:
         """RUNNING envs that their workers finished -> DONE, in finishing order. ``receive(env)`` reads the report
         that env's worker sent after finishing it (its infos, pickled observations, errors)."""
         finished = self._counters.finished.copy()
-        done = np.flatnonzero(finished != self._collected)
-        if done.size == 0:
+        changed = finished != self._collected
+        if not changed.any():
             return
+        done = changed.nonzero()[0]
         # The worker marks a job's report before counting the job finished: what is read after the count holds.
-        with_report = done[self._counters.with_report[done] == finished[done]]
-        for env_index in with_report.tolist():
-            while env_index not in self._reported:
-                self._absorb(receive(env_index))
+        with_report = changed & (self._counters.with_report == finished)
+        if with_report.any():
+            for env_index in with_report.nonzero()[0].tolist():
+                while env_index not in self._reported:
+                    self._absorb(receive(env_index))
         if self._reported:
             self._reported.difference_update(done.tolist())
-        self._collected[done] = finished[done]
+        self._collected = finished  # the others' counts are unchanged
         self.state[done] = EnvState.DONE
         self._finished_at[done] = self._finish_count
         self._finish_count += 1
@@ -139,8 +147,7 @@ class EnvStates:
     def take(self, ids: np.ndarray | slice) -> tuple[list[tuple[int, dict[str, Any]]], EnvFailure | None]:
         """DONE envs -> READY, OVER (their results say the episode ended) or FAILED (they raised): their infos in env
         order, and the first failure among them."""
-        over = self._terminated[ids] | self._truncated[ids]
-        self.state[ids] = np.where(over, EnvState.OVER, EnvState.READY)
+        self.state[ids] = self._terminated[ids] | self._truncated[ids]  # READY (0) or OVER (1)
         if not self._infos and not self._failures:
             return [], None
         if isinstance(ids, slice):
@@ -150,6 +157,7 @@ class EnvStates:
         failures = [self._failures.pop(e) for e in env_list if e in self._failures]
         for failure in failures:
             self.state[failure.env_index] = EnvState.FAILED
+        self.any_failed = self.any_failed or bool(failures)
         return infos, failures[0] if failures else None
 
     def _absorb(self, report: JobReport) -> None:

@@ -64,7 +64,8 @@ class ObservationSlots:
 
     def writing(self, rows: np.ndarray | slice) -> int:
         """Envs ``rows`` are about to write their next observation: the slot they write."""
-        self.previous[rows] = self.latest[rows]
+        if len(self.buffers) > 1:  # (one slot: every env's previous slot is the same one)
+            self.previous[rows] = self.latest[rows]
         self.latest[rows] = self.write_slot
         return self.write_slot
 

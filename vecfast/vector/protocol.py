@@ -112,14 +112,21 @@ class ResultCounters:
     def __init__(self, views: dict[str, np.ndarray]) -> None:
         self.finished = views["finished"]
         self.with_report = views["with_report"]
+        # The worker's own copy of the counts (a replacement's continues its predecessor's): it only ever writes the
+        # shared line, which the owner reads all the time, and never reads it back.
+        self._counts = self.finished.copy()
 
     def count_finished(self, env_indices: list[int], reported: Any) -> None:
-        """Worker side: the job of ``env_indices`` is finished; ``reported``: those of them that its report covers."""
-        finished = self.finished[env_indices] + 1
+        """Worker side: the job of ``env_indices`` (ascending) is finished; ``reported``: those of them that its
+        report covers."""
+        counts = self._counts
+        first, last = env_indices[0], env_indices[-1]
+        rows = slice(first, last + 1) if last - first + 1 == len(env_indices) else env_indices  # a run: a slice
+        counts[rows] += 1
         if reported:
-            marked = [position for position, e in enumerate(env_indices) if e in reported]
-            self.with_report[[env_indices[p] for p in marked]] = finished[marked]
-        self.finished[env_indices] = finished
+            marked = [e for e in env_indices if e in reported]
+            self.with_report[marked] = counts[marked]
+        self.finished[rows] = counts[rows]
 
 
 def reserve_result_arrays(layout: ArenaLayout, num_envs: int, num_workers: int) -> None:
