@@ -109,7 +109,8 @@ def main() -> None:
     if args.eval_every and not resume:
         command += ["--eval_every_env_steps", str(args.eval_every), "--eval_episodes", "10"]
     shm_before = shm_names()
-    trainer_proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = open(args.run_dir.with_name(f"{run}.log"), "a")  # noqa: SIM115  (the trainer's output, while it runs)
+    trainer_proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     trainer = psutil.Process(trainer_proc.pid)
     start = time.monotonic()
     next_row = 60.0
@@ -119,7 +120,7 @@ def main() -> None:
         elapsed = time.monotonic() - start
         training = (minutes_before * 60) + elapsed
         try:
-            rss = trainer.memory_info().rss / 2**20
+            rss = trainer.memory_info().rss / 2**20 or rss  # 0 once it exited, before it is reaped
             if not args.undisturbed:
                 if training >= (game_kills + 1) * args.game_kill_every:
                     games = games_of(trainer)

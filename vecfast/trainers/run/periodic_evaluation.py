@@ -66,8 +66,12 @@ class PeriodicEvaluation:
                 records[f"{PREFIX}win_rate_vs_{name}"] = result.metrics["win_rate"]
             records[self.RETURN_KEY] = records[f"{PREFIX}win_rate_vs_random"]
         else:
-            if self.env is None:
-                self.env = self.run_env.build(min(episodes, DEFAULT_MAX_ENVS))
+            if self.env is None:  # healing as the training envs do
+                self.env = self.run_env.source.build(
+                    min(episodes, DEFAULT_MAX_ENVS),
+                    self.run_env.vectorization,
+                    restart_failed_workers=self.cfg.restart_failed_workers,
+                )
             result = evaluate(self.model, self.env, episodes, deterministic)
             records = {
                 self.RETURN_KEY: result.mean_return,
@@ -78,6 +82,11 @@ class PeriodicEvaluation:
         records[f"{PREFIX}episodes"] = episodes
         records[f"{PREFIX}seconds"] = time.perf_counter() - start
         return records
+
+    @property
+    def restarts(self) -> int:
+        """Restarts of the evaluation envs' failed envs and workers so far."""
+        return len(getattr(self.env, "restarts", ())) if self.env is not None else 0
 
     def close(self) -> None:
         if self.env is not None:

@@ -438,8 +438,9 @@ class _TrainingLoop:
             "fps": env_steps_per_second * self.frameskip,
             "time": elapsed,
         }
-        if self.restarts is not None:  # the job's: every rank's envs
-            self.metrics["restarts"] = int(collective.all_sum(torch.tensor([len(self.restarts)]))[0])
+        if self.restarts is not None:  # the job's: every rank's envs, and rank 0's evaluation envs
+            mine = len(self.restarts) + (self.evaluation.restarts if self.evaluation is not None else 0)
+            self.metrics["restarts"] = int(collective.all_sum(torch.tensor([mine]))[0])
         for key, before in self.carried.items():
             if key in self.metrics:
                 self.metrics[key] += before

@@ -21,11 +21,12 @@ from gymnasium.vector import AutoresetMode
 
 from vecfast.trainers.run import collective
 from vecfast.trainers.run.metrics import EpisodeStats
+from vecfast.vector.restarts import RESTARTED
 
 # info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}
 # (the return and length are counted from the rewards; "t" is wall time), SAME_STEP's final
-# observation and info (read as the final info instead), recv's env ids
-_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id")
+# observation and info (read as the final info instead), recv's env ids, the flag of an env that was restarted
+_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id", RESTARTED)
 
 
 def episode_metrics(info: Mapping[str, Any], i: int, mode: AutoresetMode) -> dict[str, float]:
