@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from vecfast.trainers import train
 from vecfast.trainers.run.progress import progress_line
+from vecfast.trainers.sampling.episodes import EpisodeTracker
 
 FAST = {"num_workers": 2, "num_envs_per_worker": 2, "rollout": 16, "batch_size": 64, "seed": 0}
 ENV_ID = "vecfast_tests/CartPoleThatFails-v0"
@@ -60,7 +62,7 @@ def test_training_carries_on_through_a_failed_env_or_worker_and_counts_the_resta
     )
     assert marker.exists() and result.stats["env_steps"] >= 2048
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert rows[-1]["restarts"] == 1
+    assert rows[-1]["restarts"] == 1 and not any("restarted" in row for row in rows)
     assert [row["restarts"] for row in rows] == sorted(row["restarts"] for row in rows)
 
 
@@ -82,3 +84,15 @@ def test_the_progress_line_says_how_many_restarts_there_were():
     metrics = {"env_steps": 100, "time": 1.0, "fps": 100.0, "mean_episode_return": 5.0, "episodes": 3}
     assert "restart" not in progress_line({**metrics, "restarts": 0}, 1000)
     assert " · 2 restarts · " in progress_line({**metrics, "restarts": 2}, 1000)
+
+
+def test_an_episode_cut_by_a_restart_is_not_a_finished_episode():
+    """Its partial return would drag the running mean (and a cut game would count as a result): the tracker
+    leaves it out of its statistics and marks it for the acting plan."""
+    tracker = EpisodeTracker(2)
+    tracker.record(slice(None), np.array([1.0, 1.0]), np.array([False, False]), np.array([True, True]))
+    info = {"restarted": np.array([False, True]), "_restarted": np.array([False, True])}
+    ended = tracker.record(slice(None), np.array([1.0, 0.0]), np.array([True, True]), np.array([True, True]), info)
+    assert [(e.env, e.episode_return, e.restarted) for e in ended] == [(0, 2.0, False), (1, 1.0, True)]
+    stats = tracker.summary()
+    assert stats.episodes == 1 and stats.mean_return == 2.0 and "restarted" not in stats.metrics

@@ -110,7 +110,7 @@ class League:
             draw = self.draws.get((match, episode))
             if draw is None:  # an episode that started before this league (a resumed run)
                 return
-            if agent == draw.learner_agent:
+            if agent == draw.learner_agent and not ended.restarted:  # a game cut short by a restart has no result
                 self.results.append(GameResult(draw.opponent, score_of(ended), draw.opponent_policy == LEARNER))
             draw.ended += 1
             if draw.ended == self.num_agents:

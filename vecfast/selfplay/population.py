@@ -142,6 +142,8 @@ class Population:
     def episode_ended(self, ended: EndedEpisode, episode: int) -> None:
         """Slot ``ended.env`` finished its episode ``episode``: its policy's objective; once every agent of the
         match has finished the game, the Elo of the different policies that played it."""
+        if ended.restarted:  # cut short by a restart: no objective, no result (its match's slots all are)
+            return
         policy, objective = ended.policy, objective_of(ended)
         with self.lock:
             self.objectives[policy].append(objective)

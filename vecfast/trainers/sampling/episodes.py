@@ -26,7 +26,8 @@ from vecfast.vector.restarts import RESTARTED
 # info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}
 # (the return and length are counted from the rewards; "t" is wall time), SAME_STEP's final
 # observation and info (read as the final info instead), recv's env ids, the flag of an env that was restarted
-_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id", RESTARTED)
+# (and Doom matches' reason for it)
+_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id", RESTARTED, "match_restarted")
 
 
 def episode_metrics(info: Mapping[str, Any], i: int, mode: AutoresetMode) -> dict[str, float]:
@@ -58,6 +59,13 @@ def _scalars(info: Mapping[str, Any], i: int, prefix: str = "") -> dict[str, flo
         if np.ndim(item) == 0 and isinstance(item, (numbers.Real, np.bool_)):
             out[prefix + key] = float(item)
     return out
+
+
+def _flag(info: Mapping[str, Any], key: str, i: int) -> bool:
+    """Row ``i`` of a vector info's boolean ``key`` (False where its ``_key`` mask says it is absent)."""
+    if key not in info or not bool(_numpy(info.get(f"_{key}", np.ones(i + 1, bool)))[i]):
+        return False
+    return bool(_numpy(info[key])[i])
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -99,13 +107,16 @@ class EpisodeBoundaries:
 @dataclass(frozen=True)
 class EndedEpisode:
     """One finished episode of env ``env``: its return and length (reset steps not counted), the env's own
-    figures from its final info, and the sampler's policy that played it."""
+    figures from its final info, and the sampler's policy that played it. ``restarted``: not finished but cut
+    short, truncated because its env failed and was rebuilt (``info["restarted"]``): the statistics, the Elo books
+    and evaluations leave it out."""
 
     env: int
     episode_return: float
     length: int
     metrics: dict[str, float]
     policy: int = 0
+    restarted: bool = False
 
 
 class EpisodeTracker:
@@ -150,6 +161,7 @@ class EpisodeTracker:
                     float(self.returns_so_far[env]),
                     int(self.lengths_so_far[env]),
                     {} if info is None else episode_metrics(info, int(row), self.mode),
+                    restarted=info is not None and _flag(info, RESTARTED, int(row)),
                 )
                 for env, row in zip(ids.tolist(), rows.tolist(), strict=True)
             ]
@@ -169,8 +181,9 @@ class EpisodeTracker:
     def _ended(self, ids: np.ndarray, episodes: list[EndedEpisode]) -> None:
         self.returns_so_far[ids] = 0.0
         self.lengths_so_far[ids] = 0
-        self.episodes += len(episodes)
-        for episode in episodes:
+        finished = [episode for episode in episodes if not episode.restarted]
+        self.episodes += len(finished)
+        for episode in finished:
             self.returns.append(episode.episode_return)
             self.lengths.append(episode.length)
             for key, value in episode.metrics.items():

@@ -235,6 +235,8 @@ class _Episodes:
             else:
                 cut = np.zeros(n, dtype=bool)
             for episode in ended:
+                if episode.restarted:  # cut short by a restart of its env: that env plays another instead
+                    continue
                 self.episodes[episode.env].append(episode)
                 collected[episode.env] += 1
             draining[done] = False

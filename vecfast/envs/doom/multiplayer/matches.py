@@ -23,6 +23,7 @@ from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, MatchNetwork, Po
 from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.restarts import RESTARTED
 from vecfast.vector.shared_buffers import map_tree
 
 __all__ = ["DoomMatchesVectorEnv", "outcomes"]
@@ -363,6 +364,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         if report.any():
             infos["match_restarted"] = np.where(report, self._restart_reason, None).astype(object)
             infos["_match_restarted"] = report
+            infos[RESTARTED], infos[f"_{RESTARTED}"] = report.copy(), report.copy()  # as a healed vector env says it
         self._slot_infos(infos, slots, np.zeros(len(slots), np.bool_))
         zeros = np.zeros(len(slots), np.bool_)
         return obs, np.zeros(len(slots)), zeros, report.copy(), infos
