@@ -13,7 +13,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from vecfast.trainers import train
+from vecfast.trainers import ActorCritic, evaluate, train
+from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.run.progress import progress_line
 from vecfast.trainers.sampling.episodes import EpisodeTracker
 
@@ -96,3 +97,12 @@ def test_an_episode_cut_by_a_restart_is_not_a_finished_episode():
     assert [(e.env, e.episode_return, e.restarted) for e in ended] == [(0, 2.0, False), (1, 1.0, True)]
     stats = tracker.summary()
     assert stats.episodes == 1 and stats.mean_return == 2.0 and "restarted" not in stats.metrics
+
+
+def test_evaluate_plays_again_an_episode_that_a_failed_env_cut_short(tmp_path):
+    marker = tmp_path / "failed"
+    env = gym.make("CartPole-v1")
+    policy = ActorCritic(env.observation_space, env.action_space, TrainConfig.from_overrides(use_rnn=False))
+    result = evaluate(policy, ENV_ID, episodes=6, num_envs=2, env_kwargs={"marker": str(marker), "how": "raise"})
+    assert marker.exists()  # an env failed on its 40th step
+    assert result.episodes == len(result.returns) == 6 and result.cut_episodes == 0

@@ -66,12 +66,8 @@ class PeriodicEvaluation:
                 records[f"{PREFIX}win_rate_vs_{name}"] = result.metrics["win_rate"]
             records[self.RETURN_KEY] = records[f"{PREFIX}win_rate_vs_random"]
         else:
-            if self.env is None:  # healing as the training envs do
-                self.env = self.run_env.source.build(
-                    min(episodes, DEFAULT_MAX_ENVS),
-                    self.run_env.vectorization,
-                    restart_failed_workers=self.cfg.restart_failed_workers,
-                )
+            if self.env is None:
+                self.env = self.run_env.build(min(episodes, DEFAULT_MAX_ENVS), heal=self.cfg.restart_failed_workers)
             result = evaluate(self.model, self.env, episodes, deterministic)
             records = {
                 self.RETURN_KEY: result.mean_return,

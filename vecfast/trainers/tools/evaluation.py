@@ -364,8 +364,10 @@ class RunEnv:
         """The same env with ``env_kwargs`` over the run's own (PointNav's ``split="val"``)."""
         return dataclasses.replace(self, source=EnvSource.of(self.source.env, {**self.source.kwargs, **env_kwargs}))
 
-    def build(self, num_envs: int, render_mode: str | None = None) -> VectorEnv:
-        return self.source.build(num_envs, self.vectorization, render_mode=render_mode)
+    def build(self, num_envs: int, render_mode: str | None = None, heal: bool = True) -> VectorEnv:
+        """Its envs; in worker processes they heal unless ``heal`` is False (a crashed game is rebuilt, and its
+        episode, cut short, is played again)."""
+        return self.source.build(num_envs, self.vectorization, render_mode=render_mode, restart_failed_workers=heal)
 
 
 def run_env(run_dir: str | os.PathLike, required: bool = True) -> RunEnv | None:
@@ -399,8 +401,8 @@ def _build(
     env_kwargs: dict[str, Any],
 ) -> VectorEnv:
     if isinstance(env, str):
-        return EnvSource.of(env, env_kwargs).build(
-            _num_envs(num_envs, episodes, on_frame), render_mode=_render_mode(on_frame)
+        return RunEnv(EnvSource.of(env, env_kwargs), None).build(
+            _num_envs(num_envs, episodes, on_frame), _render_mode(on_frame)
         )
     if env_kwargs:
         raise TypeError(f"env keyword arguments {sorted(env_kwargs)} need an env id; the env given is built")
