@@ -268,7 +268,7 @@ def test_vector_env_starts_all_matches_again_when_a_game_dies(process_guard: Any
             _, _, _, truncated, infos = env.step(noop)
             if "match_restarted" in infos:
                 break
-        assert truncated.all() and env.restarts == 1
+        assert truncated.all() and len(env.restarts) == 1
         assert wait_gone(victims, timeout=5) == []
         _, rewards, _, truncated, infos = env.step(noop)  # the reset step of the new matches
         assert not truncated.any() and not infos["active"].any() and (rewards == 0).all()
@@ -329,7 +329,7 @@ def test_a_dead_game_restarts_the_matches_of_a_double_buffered_env(process_guard
                 break
             env.send(np.tile(NOOP, (4, 1)), infos["env_id"])
         stepping = infos["env_id"]
-        assert truncated.all() and set(stepping.tolist()).isdisjoint(waiting.tolist()) and env.restarts == 1
+        assert truncated.all() and set(stepping.tolist()).isdisjoint(waiting.tolist()) and len(env.restarts) == 1
         env.send(np.tile(NOOP, (4, 1)), waiting)  # the other half reports its end when sent
         _, rewards, _, truncated, infos = env.recv()
         assert infos["env_id"].tolist() == waiting.tolist() and truncated.all() and "match_restarted" in infos

@@ -48,6 +48,12 @@ class Restart:
         )
 
     @classmethod
+    def of_matches(cls, slots: tuple[int, ...], error: BaseException) -> Restart:
+        """Doom matches torn down and started again (their games' processes, not a worker's): ``slots``, the agent
+        slots of every match."""
+        return cls(time.time(), -1, slots, "raised", None, type(error).__name__, str(error), "")
+
+    @classmethod
     def of_worker(
         cls, worker: int, env_indices: tuple[int, ...], cause: str, exit_status: str | None, error: BaseException
     ) -> Restart:

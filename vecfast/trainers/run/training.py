@@ -58,7 +58,6 @@ from vecfast.trainers.run.runtime import resolve_device
 from vecfast.trainers.run.step_timeout import RunStepTimeout
 from vecfast.trainers.tools.tune import available_cores
 from vecfast.trainers.tools.viewer import LiveDashboard
-from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.process_cleanup import watch_owner
 
 if TYPE_CHECKING:
@@ -376,8 +375,8 @@ class _TrainingLoop:
         self.env_name, self.env_kwargs, self.env, self.frameskip = env_name, env_kwargs, env, frameskip
         self.carried = carried  # a resumed run's counts carry on
         self.evaluation = evaluation
-        inner = env.unwrapped
-        self.restarts = inner.restarts if isinstance(inner, AsyncSharedMemVectorEnv) else None
+        # what a healing vector env (vecfast's, Doom matches) has restarted so far: a list of Restart records
+        self.restarts = getattr(env.unwrapped, "restarts", None)
         self.best_return = best_return
         self.step_timeout = step_timeout
         self.metrics: dict[str, Any] = {"env_steps": 0}

@@ -97,7 +97,7 @@ class DoomMatch(ParallelEnv):
     @property
     def restarts(self) -> int:
         """Times the match was torn down and started again."""
-        return self.match.restarts
+        return len(self.match.restarts)
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.match.single_observation_space

@@ -23,7 +23,7 @@ from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, MatchNetwork, Po
 from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.action_check import check_action_batch
-from vecfast.vector.restarts import RESTARTED
+from vecfast.vector.restarts import RESTARTED, Restart
 from vecfast.vector.shared_buffers import map_tree
 
 __all__ = ["DoomMatchesVectorEnv", "outcomes"]
@@ -146,7 +146,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         self.double_buffered = double_buffered and per_worker >= 2 and per_worker % 2 == 0
         self.timeout = timeout
         self.max_start_attempts = max_start_attempts
-        self.restarts = 0  # times every match was torn down and started again
+        self.restarts: list[Restart] = []  # each time every match was torn down and started again, and why
         self._spin_us = spin_us
         self.num_bots = int(game_kwargs.get("num_bots", 0))
         self._game_kwargs = {"wad": wad, "connect_timeout": timeout, **game_kwargs}
@@ -191,9 +191,9 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
             self.network.close()
             raise
 
-    def _replace_players(self) -> None:
+    def _replace_players(self, exc: BaseException) -> None:
         self.players.close(terminate=True)
-        self.restarts += 1
+        self.restarts.append(Restart.of_matches(tuple(range(self.num_envs)), exc))
         self.players = self._start_players()
 
     # ----------------------------------------------------------------- gymnasium API
@@ -334,7 +334,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
             except MATCH_FAILURES as exc:
                 if attempt + 1 == self.max_start_attempts:
                     raise RuntimeError(f"no match started in {self.max_start_attempts} attempts: {exc}") from exc
-                self._replace_players()
+                self._replace_players(exc)
                 self._ended[:] = False
         self._was_reset = True
         write_rows(self._last_obs, self._slot_ids, map_tree(lambda a: a[self._env_of_slot], obs))
@@ -343,7 +343,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
     def _tear_down(self, exc: BaseException) -> None:
         """Start every match again after ``exc``: each slot reports the truncation once, then starts the new match."""
         self._restart_reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
-        self._replace_players()
+        self._replace_players(exc)
         reset_obs, _ = self._start_matches(None, None)
         self._reset_obs = map_tree(np.copy, reset_obs)
         phase = self._phase.copy()
