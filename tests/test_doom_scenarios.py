@@ -158,3 +158,14 @@ def test_games_die_with_a_killed_owner(sig, fresh_cwd):
         owner.kill()
         owner.wait()
     assert list(fresh_cwd.iterdir()) == []
+
+
+def test_a_doom_env_renders_at_its_step_rate_so_videos_play_in_real_time() -> None:
+    """One frame per step of frame_skip tics: at Doom's 35 tics/s that is 35 / frame_skip frames/s (videos were
+    written at 35 frames/s, and played 4x fast)."""
+    env = gym.make("vecfast/DoomBasic-v0")
+    try:
+        skip = env.unwrapped.frame_skip
+        assert skip > 1 and env.metadata["render_fps"] == 35 / skip
+    finally:
+        env.close()

@@ -64,7 +64,7 @@ def test_dashboard_shows_a_trainer_that_reports_only_env_steps() -> None:
 
 def test_sparkline_scales_between_min_and_max() -> None:
     assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
-    assert sparkline([float("nan"), 5, 5], 10) == "▁▁"
+    assert sparkline([float("nan"), 5, 5], 10) == "▅▅"  # steady: half-way up (it was "▁▁", which looked collapsed)
     assert sparkline(list(range(100)), 4) == "▁▃▆█"
 
 

@@ -13,6 +13,8 @@ from gymnasium import spaces
 
 from vecfast.envs.doom.game_process import GameProcess
 
+DOOM_TICS_PER_SECOND = 35
+
 
 class DoomEnvBase(gym.Env):
     """Owns the :class:`vizdoom.DoomGame` of one env.
@@ -23,7 +25,7 @@ class DoomEnvBase(gym.Env):
     Subclasses configure the game, define the spaces and turn actions into buttons.
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 35}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": DOOM_TICS_PER_SECOND}
 
     def __init__(
         self,
@@ -41,6 +43,8 @@ class DoomEnvBase(gym.Env):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.frame_skip = frame_skip
+        # one rendered frame per step: a video at Doom's 35 tics/s plays in real time at 35 / frame_skip frames/s
+        self.metadata = {**self.metadata, "render_fps": DOOM_TICS_PER_SECOND / frame_skip}
         self.resolution = (width, height)
         self.render_mode = render_mode
         self.game = vzd.DoomGame()

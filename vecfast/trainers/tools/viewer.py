@@ -32,12 +32,15 @@ _SPARKS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: list[float], width: int) -> str:
-    """The last ``width`` values as block characters scaled between their min and max."""
+    """The last ``width`` values as block characters scaled between their min and max; a steady series (CartPole's
+    return held at 500) as a level line half-way up, not as the lowest bars, which read as a collapse."""
     values = [v for v in values if math.isfinite(v)][-width:]
     if not values:
         return ""
     low, high = min(values), max(values)
-    span = high - low or 1.0
+    if high == low:
+        return _SPARKS[len(_SPARKS) // 2] * len(values)
+    span = high - low
     return "".join(_SPARKS[min(len(_SPARKS) - 1, int((v - low) / span * len(_SPARKS)))] for v in values)
 
 
