@@ -3,6 +3,7 @@ finishes, its envs' cut episodes are truncations, and ``metrics.jsonl`` counts t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from vecfast.trainers import ActorCritic, evaluate, train
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.run.progress import progress_line
 from vecfast.trainers.sampling.episodes import EpisodeTracker
+from vecfast.vector import AsyncSharedMemVectorEnv
 
 FAST = {"num_workers": 2, "num_envs_per_worker": 2, "rollout": 16, "batch_size": 64, "seed": 0}
 ENV_ID = "vecfast_tests/CartPoleThatFails-v0"
@@ -106,3 +108,22 @@ def test_evaluate_plays_again_an_episode_that_a_failed_env_cut_short(tmp_path):
     result = evaluate(policy, ENV_ID, episodes=6, num_envs=2, env_kwargs={"marker": str(marker), "how": "raise"})
     assert marker.exists()  # an env failed on its 40th step
     assert result.episodes == len(result.returns) == 6 and result.cut_episodes == 0
+
+
+def failing_cartpoles() -> AsyncSharedMemVectorEnv:
+    """A rank's envs (a picklable function: the ranks start fresh interpreters, which know no test-made id)."""
+    env_fns = [functools.partial(cartpole_that_fails, os.environ["VECFAST_TEST_MARKER"], "sigkill")] * 4
+    return AsyncSharedMemVectorEnv(env_fns, num_workers=2, restart_failed_workers=True)
+
+
+@pytest.mark.timeout(240)
+def test_ddppo_ranks_carry_on_through_a_failed_worker_and_count_the_jobs_restarts(tmp_path, monkeypatch):
+    marker = tmp_path / "failed"
+    monkeypatch.setenv("VECFAST_TEST_MARKER", str(marker))
+    result = train(
+        failing_cartpoles, algo="ddppo", num_processes=2, total_env_steps=2048, run_dir=tmp_path / "run",
+        rollout=16, batch_size=64, seed=0,
+    )  # fmt: skip
+    assert marker.exists() and result.stats["env_steps"] >= 2048
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["restarts"] == 1  # one rank's worker, counted for the job
