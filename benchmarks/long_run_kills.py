@@ -41,22 +41,19 @@ def host() -> str:
     return f"{os.cpu_count()}-core {model}{' AVX512-BF16' if 'avx512_bf16' in info else ''}"
 
 
-def last_metrics(run_dir: Path) -> dict:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return {}
-    lines = path.read_text().splitlines()
-    return json.loads(lines[-1]) if lines else {}
-
-
-def evaluation(run_dir: Path) -> dict:
-    """The run's latest evaluation's mean return, and the seconds all its evaluations took."""
+def run_figures(run_dir: Path) -> dict:
+    """The row's figures from the run's ``metrics.jsonl`` (read once): its env steps, mean return and restarts, its
+    latest evaluation's mean return and the seconds all its evaluations took."""
     path = run_dir / "metrics.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    last = rows[-1] if rows else {}
     evaluated = [row for row in rows if "eval/mean_return" in row]
     return {
+        "env_steps": last.get("env_steps", 0),
+        "mean_return": last.get("mean_episode_return", float("nan")),
         "eval_return": evaluated[-1]["eval/mean_return"] if evaluated else float("nan"),
         "eval_seconds": sum(row["eval/seconds"] for row in evaluated),
+        "restarts": last.get("restarts", 0),
     }
 
 
@@ -136,34 +133,30 @@ def main() -> None:
             continue
         if elapsed >= next_row:
             next_row += 60.0
-            metrics = last_metrics(args.run_dir)
             append_row(
                 args.csv,
                 COLUMNS,
                 {
-                    "run": run, "mode": mode, "minutes": training / 60, "env_steps": metrics.get("env_steps", 0),
-                    "mean_return": metrics.get("mean_episode_return", float("nan")), **evaluation(args.run_dir),
-                    "restarts": metrics.get("restarts", 0), "game_kills": game_kills, "worker_kills": worker_kills,
-                    "trainer_rss_mb": rss, "left_processes": "", "left_shm": "", "host": host(),
+                    "run": run, "mode": mode, "minutes": training / 60, **run_figures(args.run_dir),
+                    "game_kills": game_kills, "worker_kills": worker_kills, "trainer_rss_mb": rss,
+                    "left_processes": "", "left_shm": "", "host": host(),
                 },
             )  # fmt: skip
     elapsed = time.monotonic() - start
     time.sleep(2.0)
     left = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "vizdoom"]
-    metrics = last_metrics(args.run_dir)
+    figures = run_figures(args.run_dir)
     append_row(
         args.csv,
         COLUMNS,
         {
-            "run": run, "mode": mode, "minutes": minutes_before + elapsed / 60,
-            "env_steps": metrics.get("env_steps", 0), "mean_return": metrics.get("mean_episode_return", float("nan")),
-            **evaluation(args.run_dir), "restarts": metrics.get("restarts", 0),
+            "run": run, "mode": mode, "minutes": minutes_before + elapsed / 60, **figures,
             "game_kills": game_kills, "worker_kills": worker_kills, "trainer_rss_mb": rss,
             "left_processes": len(left), "left_shm": len(shm_names() - shm_before), "host": host(),
         },
     )  # fmt: skip
-    print(f"{run}: exit {trainer_proc.returncode}, {metrics.get('env_steps', 0):,} env steps, restarts "
-          f"{metrics.get('restarts', 0)}, kills {game_kills} games + {worker_kills} workers")  # fmt: skip
+    print(f"{run}: exit {trainer_proc.returncode}, {figures['env_steps']:,} env steps, restarts "
+          f"{figures['restarts']}, kills {game_kills} games + {worker_kills} workers")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ class PeriodicEvaluation:
                 torch.manual_seed(0 if cfg.seed is None else cfg.seed)
                 initial = ActorCritic(model.observation_space, model.action_space, cfg).eval()
             self.opponents["initial"] = initial
-        self.source = source
         self.run_env = RunEnv(source, vectorization).with_kwargs(cfg.eval_env_kwargs or {})
         self.env: VectorEnv | None = None  # built at the first evaluation, kept for the next
 
@@ -60,7 +59,7 @@ class PeriodicEvaluation:
             records: dict[str, Any] = {}
             for name, opponent in self.opponents.items():
                 result = evaluate(
-                    self.model, self.source.env, episodes, deterministic, env_kwargs=self.cfg.eval_env_kwargs,
+                    self.model, self.run_env.source.env, episodes, deterministic, env_kwargs=self.cfg.eval_env_kwargs,
                     opponent=opponent,
                 )  # fmt: skip
                 records[f"{PREFIX}win_rate_vs_{name}"] = result.metrics["win_rate"]
