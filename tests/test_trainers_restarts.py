@@ -34,12 +34,19 @@ class FailsOnce(gym.Wrapper):
 
     def step(self, action: Any):
         self.steps += 1
-        if self.steps == self.at and not self.marker.exists():
-            self.marker.touch()
+        if self.steps == self.at and self._claim_the_failure():
             if self.how == "raise":
                 raise RuntimeError("the env failed")
             os.kill(os.getpid(), signal.SIGKILL)
         return self.env.step(action)
+
+    def _claim_the_failure(self) -> bool:
+        """Creates the marker atomically: envs in other workers or ranks reach step ``at`` at the same time."""
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
 
 
 def cartpole_that_fails(marker: str, how: str) -> gym.Env:
