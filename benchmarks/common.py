@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +33,13 @@ def worktree(revision: str) -> Iterator[Path]:
             yield path
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)], check=True)
+
+
+def host() -> str:
+    """The CPU model and whether it has AVX512-BF16 (VizDoom's and the encoder's speed differ with it)."""
+    info = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    return f"{os.cpu_count()}-core {model}{' AVX512-BF16' if 'avx512_bf16' in info else ''}"
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -25,20 +25,13 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_row, rows_of  # noqa: E402
+from common import append_row, host, rows_of  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "long_run_kills.csv"
 COLUMNS = [
     "run", "mode", "minutes", "env_steps", "mean_return", "eval_return", "eval_seconds", "restarts", "game_kills",
     "worker_kills", "trainer_rss_mb", "left_processes", "left_shm", "host",
 ]  # fmt: skip
-
-
-def host() -> str:
-    """The CPU model and whether it has AVX512-BF16 (VizDoom's and the encoder's speed differ with it)."""
-    info = Path("/proc/cpuinfo").read_text()
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    return f"{os.cpu_count()}-core {model}{' AVX512-BF16' if 'avx512_bf16' in info else ''}"
 
 
 def run_figures(run_dir: Path) -> dict:

@@ -166,24 +166,3 @@ def test_a_local_launch_keeps_c10d_chatter_in_the_log_and_leaves_nothing_in_tmpd
     assert sorted(p.name for p in tmpdir.iterdir()) == []
     assert (tmp_path / "cache" / "vecfast" / "torchinductor").is_dir()  # where inductor's cache went instead
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
-
-
-def test_without_torch_vecfast_train_names_the_extra_to_install() -> None:
-    """The vector env needs no torch (``import vecfast`` loads none); ``vecfast.train`` says how to get it."""
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["torch"] = None  # as on a machine without torch: importing it raises ModuleNotFoundError
-        import vecfast
-        envs = vecfast.make_vec("CartPole-v1", num_envs=2)
-        envs.reset(seed=0)
-        envs.close()
-        try:
-            vecfast.train
-        except ImportError as error:
-            print("ImportError:", error)
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "ImportError: vecfast's train needs torch" in out.stdout and "pip install 'vecfast[train]'" in out.stdout

@@ -25,17 +25,18 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import psutil
 from gymnasium.vector.utils import batch_space
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
-from rich.table import Table
 
 from vecfast.vector.worker import use_one_thread_per_library
+
+if TYPE_CHECKING:  # rich (the train extra) is imported where a table or progress bar is drawn
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
 
 StepFn = Callable[[], int]
 """Performs one batch step and returns how many env steps it did."""
@@ -538,6 +539,8 @@ def _host_info() -> dict[str, Any]:
 
 
 def render_table(report: BenchReport) -> Table:
+    from rich.table import Table
+
     cfg = report.config
     table = Table(
         title=f"{cfg.env_id}: {cfg.num_envs} envs, {cfg.num_workers} workers, {cfg.seconds:g} s each"
@@ -570,6 +573,8 @@ def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | 
     backend that raises is reported as failed (and not run again) instead of losing the
     others' results.
     """
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
     unknown = set(backends) - BACKENDS.keys()
     if unknown:
         raise ValueError(f"unknown backends {sorted(unknown)}; choose from {list(BACKENDS)}")
@@ -615,6 +620,8 @@ def _measure_round(report: BenchReport, name: str, task: Any, round_index: int, 
     try:
         rate = measure(BACKENDS[name], cfg, on_tick)
     except Exception as exc:  # keep the other backends' results
+        from rich.markup import escape
+
         report.errors[name] = f"{type(exc).__name__}: {exc}"
         progress.update(
             task,

@@ -252,12 +252,10 @@ def _add_plot(subparsers: Any) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from vecfast.trainers.tools.plot import MatplotlibMissingError, plot_runs
+    from vecfast.trainers.tools.plot import plot_runs
 
     try:
         result = plot_runs(args.run_dirs, args.out, args.metric, _PLOT_X[args.x], args.label, args.title, args.smooth)
-    except MatplotlibMissingError as exc:
-        raise CommandError(f"matplotlib is not installed: {_PLOT_INSTALL}") from exc
     except (FileNotFoundError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
     groups = ", ".join(
@@ -324,8 +322,10 @@ def _is_user_error(exc: Exception) -> bool:
     """Whether ``exc`` is a mistake in the command (one line, exit 2) rather than a failure of vecfast."""
     from gymnasium import error
 
+    from vecfast.extras import MissingExtraError
+
     gym_errors = (error.UnregisteredEnv, error.DeprecatedEnv, error.DependencyNotInstalled)  # an env id, a missing dep
-    return isinstance(exc, (CommandError, *_PATH_ERRORS, *gym_errors))
+    return isinstance(exc, (CommandError, MissingExtraError, *_PATH_ERRORS, *gym_errors))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -338,8 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vecfast.chatter import set_verbose
 
         set_verbose()  # the processes the command starts inherit it
+    from vecfast.extras import explained_imports
+
     try:
-        return args.handler(args)
+        with explained_imports(args.command_prog):  # a missing extra's module: the error names the extra
+            return args.handler(args)
     except Exception as exc:  # not KeyboardInterrupt: `train` saves a final checkpoint on Ctrl-C itself
         if args.debug:
             raise

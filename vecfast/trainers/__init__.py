@@ -6,9 +6,9 @@ when first used, so ``import vecfast.trainers.config`` and ``vecfast --help`` im
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from vecfast.extras import require
 from vecfast.trainers.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -39,22 +39,10 @@ _LAZY = {  # name -> the module that defines it
 }
 
 
-REQUIREMENTS = ("torch", "rich", "tensorboard")  # what the trainers need beyond the vector env's
-
-
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        module = importlib.import_module(_LAZY[name])
-    except ImportError as missing:  # ModuleNotFoundError where it is not installed
-        if missing.name not in REQUIREMENTS:
-            raise
-        raise ImportError(
-            f"vecfast's {name} needs {missing.name}, which the trainers' extra installs: pip install 'vecfast[train]' "
-            "(on a CPU-only machine, pip install torch==2.13.0 first: an unpinned torch pulls a CUDA build)",
-            name=missing.name,
-        ) from missing
+    module = require(_LAZY[name], f"vecfast's {name}")
     value = getattr(module, name)
     globals()[name] = value
     return value

@@ -50,7 +50,7 @@ def run_worker(
     """Process entry point: build the envs, report their spaces, then serve jobs."""
     become_group_leader()
     watch_owner(owner_pid)
-    opencv_inherited = "cv2" in sys.modules  # loaded by the owner before it forked this process
+    opencv_inherited = sys.modules.get("cv2") is not None  # loaded by the owner before it forked this process
     envs: list[Env] = []
     for k, fn in enumerate(env_fns):
         try:
@@ -97,9 +97,9 @@ def use_one_thread_per_library(opencv: bool = True) -> None:
     ``opencv=False`` leaves OpenCV alone: in a child forked after the parent ran OpenCV's pool,
     ``setNumThreads`` waits forever for pool threads that only the parent has.
     """
-    if opencv and "cv2" in sys.modules:
+    if opencv and sys.modules.get("cv2") is not None:
         sys.modules["cv2"].setNumThreads(1)
-    if "torch" in sys.modules:
+    if sys.modules.get("torch") is not None:
         sys.modules["torch"].set_num_threads(1)
 
 

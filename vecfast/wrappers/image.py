@@ -37,13 +37,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import cv2
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.error import DependencyNotInstalled
 from gymnasium.vector import VectorEnv
 
+from vecfast.extras import OPENCV
 from vecfast.wrappers.base import BatchObservationWrapper, SingleObservationWrapper
+
+try:
+    import cv2
+except ImportError:  # the wrappers that need it say so when built, as gymnasium's own image wrappers do
+    cv2 = None
 
 __all__ = [
     "ChannelOrderObservation",
@@ -57,11 +63,18 @@ __all__ = [
 Layout = Literal["HWC", "CHW"]
 
 _CV2_MAX_CHANNELS = 512  # OpenCV's CV_CN_MAX
+INTER_AREA = 3  # cv2.INTER_AREA, the default interpolation (a constant: OpenCV is imported only where present)
 # dtypes that cv2.split/merge handle; others take numpy's (slower) transpose.
 _CV2_DTYPES = frozenset(map(np.dtype, (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64)))
 # gymnasium's GrayscaleObservation weights (BT.709 luma); a table per channel gives the
 # same float64 products as its np.multiply, summed in the same order.
 _BT709_TABLES = np.array([0.2125, 0.7154, 0.0721])[:, None] * np.arange(256.0)
+
+
+def require_opencv(what: str) -> None:
+    """Raise gymnasium's ``DependencyNotInstalled`` (as its image wrappers do) where ``cv2`` is missing."""
+    if cv2 is None:
+        raise DependencyNotInstalled(f"{what} needs OpenCV: {OPENCV}")
 
 
 def image_layout(shape: tuple[int, ...], layout: Layout | None) -> str:
@@ -86,6 +99,7 @@ class _Resize:
     def __init__(self, space: spaces.Box, shape: tuple[int, int], interpolation: int, layout: Layout | None) -> None:
         if len(shape) != 2 or not all(isinstance(s, (int, np.integer)) and s > 0 for s in shape):
             raise ValueError(f"shape must be (height, width) with positive integers, got {shape!r}")
+        require_opencv("ResizeObservation")
         self.layout = image_layout(space.shape, layout)
         self.interpolation = interpolation
         height, width = int(shape[0]), int(shape[1])
@@ -132,6 +146,8 @@ class _Grayscale:
             raise ValueError(f"grayscale needs a uint8 image, got dtype {space.dtype}")
         if formula not in ("opencv", "gymnasium"):
             raise ValueError(f"formula must be 'opencv' or 'gymnasium', got {formula!r}")
+        if formula == "opencv":
+            require_opencv("GrayscaleObservation with formula='opencv' (formula='gymnasium' needs no OpenCV)")
         self.formula = formula
         self.plane_shape = space.shape[:2] if self.layout == "HWC" else space.shape[1:]
         shape = self.plane_shape
@@ -170,7 +186,7 @@ class _ChannelOrder:
         self.space = spaces.Box(space.low.transpose(self.axes), space.high.transpose(self.axes), dtype=space.dtype)
         channels = space.shape[2] if self.to_chw else space.shape[0]
         # cv2.split/merge are 5-40x faster than numpy's strided copy for multi-channel images.
-        self.use_cv2 = space.dtype in _CV2_DTYPES and 1 < channels <= _CV2_MAX_CHANNELS
+        self.use_cv2 = cv2 is not None and space.dtype in _CV2_DTYPES and 1 < channels <= _CV2_MAX_CHANNELS
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
         images = np.ascontiguousarray(images)
@@ -236,7 +252,7 @@ class ResizeObservation(_BatchImageWrapper):
         shape: tuple[int, int],
         *,
         key: str | None = None,
-        interpolation: int = cv2.INTER_AREA,
+        interpolation: int = INTER_AREA,
         layout: Layout | None = None,
     ) -> None:
         super().__init__(env, key, _Resize, shape=shape, interpolation=interpolation, layout=layout)
@@ -255,7 +271,7 @@ class SingleResizeObservation(_SingleImageWrapper):
         shape: tuple[int, int],
         *,
         key: str | None = None,
-        interpolation: int = cv2.INTER_AREA,
+        interpolation: int = INTER_AREA,
         layout: Layout | None = None,
     ) -> None:
         super().__init__(env, key, _Resize, shape=shape, interpolation=interpolation, layout=layout)

@@ -28,11 +28,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
-from stable_baselines3.common.env_util import is_wrapped
-from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
+from vecfast.extras import explained_imports
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError
+
+with explained_imports("vecfast.wrappers.sb3"):
+    from stable_baselines3.common.env_util import is_wrapped
+    from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 __all__ = ["SB3Bridge", "SB3VecEnv", "make_vec_env"]
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import cv2
 import gymnasium as gym
 import numpy as np
-import vizdoom as vzd
 from gymnasium import spaces
 
+from vecfast.envs.doom.downscale import Downscale
 from vecfast.envs.doom.game_process import GameProcess
+from vecfast.extras import require
+
+vzd = require("vizdoom", "vecfast's Doom envs")
 
 DOOM_TICS_PER_SECOND = 35
 
@@ -19,9 +21,9 @@ DOOM_TICS_PER_SECOND = 35
 class DoomEnvBase(gym.Env):
     """Owns the :class:`vizdoom.DoomGame` of one env.
 
-    The game renders at 160x120 and the screen is downscaled with OpenCV's area
-    interpolation to ``resolution`` (width, height; 128x72 by default, as in Sample
-    Factory) and returned channels-first: rendering small is the cheapest part of a step.
+    The game renders at 160x120 and the screen is downscaled with area interpolation
+    (:mod:`~vecfast.envs.doom.downscale`) to ``resolution`` (width, height; 128x72 by default,
+    as in Sample Factory) and returned channels-first: rendering small is the cheapest part of a step.
     Subclasses configure the game, define the spaces and turn actions into buttons.
     """
 
@@ -52,6 +54,7 @@ class DoomEnvBase(gym.Env):
             self.game.load_config(config)
         self.game.set_doom_scenario_path(os.path.join(vzd.scenarios_path, wad))
         self.game.set_screen_resolution(vzd.ScreenResolution.RES_160X120)
+        self._downscale = Downscale(self.resolution, source=(160, 120))
         self.game.set_screen_format(vzd.ScreenFormat.RGB24)
         self.game.set_window_visible(False)
         self.game.set_sound_enabled(False)
@@ -89,8 +92,7 @@ class DoomEnvBase(gym.Env):
 
     def screen(self, state: vzd.GameState) -> np.ndarray:
         self._frame = state.screen_buffer
-        small = cv2.resize(self._frame, self.resolution, interpolation=cv2.INTER_AREA)
-        return np.ascontiguousarray(small.transpose(2, 0, 1))
+        return self._downscale(self._frame)
 
     def observe(self, state: vzd.GameState) -> dict[str, np.ndarray]:
         raise NotImplementedError

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import vizdoom as vzd
 from gymnasium import spaces
 
 from vecfast.envs.doom.base_env import DoomEnvBase
+from vecfast.extras import require
+
+vzd = require("vizdoom", "vecfast's Doom envs")
 
 GV = vzd.GameVariable
 WEAPONS = 7  # weapon slots 1-7 of Doom II

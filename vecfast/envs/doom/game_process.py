@@ -12,11 +12,13 @@ import threading
 import weakref
 
 import psutil
-import vizdoom as vzd
 
 from vecfast import chatter
 from vecfast.envs.doom.ipc import unlink_ipc
 from vecfast.envs.doom.reaper import GameReaper
+from vecfast.extras import require
+
+vzd = require("vizdoom", "vecfast's Doom envs")
 
 # VizDoom's game writes ``./_vizdoom/`` and ``./_vizdoom.ini`` into its working directory;
 # two games creating the directory at once kill one of them. Each game gets a private

@@ -6,10 +6,12 @@ import os
 from typing import Any
 
 import numpy as np
-import vizdoom as vzd
 from gymnasium import spaces
 
 from vecfast.envs.doom.base_env import DoomEnvBase
+from vecfast.extras import require
+
+vzd = require("vizdoom", "vecfast's Doom envs")
 
 # Scale of each game variable in ``measurements`` (values are divided by it): a policy's
 # inputs should be O(1), and these are the variables' usual maxima in the scenarios.

@@ -45,8 +45,8 @@ from typing import IO, Any
 import numpy as np
 import torch
 from gymnasium import spaces
-from tensorboard.compat.proto.summary_pb2 import Summary
-from torch.utils.tensorboard import SummaryWriter
+from tensorboardX import SummaryWriter
+from tensorboardX.proto.summary_pb2 import Summary
 
 from vecfast.chatter import ENV_LOG
 

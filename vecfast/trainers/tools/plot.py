@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from vecfast.extras import require
 from vecfast.trainers.tools.viewer import read_records
 
-INSTALL_HINT = "pip install 'vecfast[plot]'"
 X_AXES = {"env_steps": "env steps", "env_frames": "env frames", "time": "training time"}
 DEFAULT_X = ("env_steps", "time")
 RETURN = "mean_episode_return"
@@ -61,10 +61,6 @@ TRAINER_KEYS = frozenset(
 _TRAINER_PREFIXES = ("time_", "policy_lag_")
 _MEDIAN_POINTS = 200
 _SEED_DIR = re.compile(r"^seed[_-]?(\d+)$")
-
-
-class MatplotlibMissingError(ImportError):
-    """matplotlib, which :func:`plot_runs` needs, is not installed."""
 
 
 def is_env_metric(key: str) -> bool:
@@ -296,12 +292,9 @@ def _title(metric: str) -> str:
 
 
 def import_pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend (no display); :class:`MatplotlibMissingError` with the install
-    command if matplotlib is not installed."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise MatplotlibMissingError(f"plotting needs matplotlib, which is not installed: {INSTALL_HINT}") from exc
+    """matplotlib's pyplot on the Agg backend (no display); a :class:`~vecfast.extras.MissingExtraError` that
+    names the ``plot`` extra if matplotlib is not installed."""
+    matplotlib = require("matplotlib", "plotting")
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

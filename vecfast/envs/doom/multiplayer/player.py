@@ -14,9 +14,8 @@ import os
 import socket
 import warnings
 
-import vizdoom as vzd
-
 from vecfast.envs.doom.full_game_env import DoomFullGameEnv
+from vecfast.extras import require
 from vecfast.network_isolation import (
     ENV_VAR,
     NetworkIsolationError,
@@ -24,6 +23,8 @@ from vecfast.network_isolation import (
     PrivateNetwork,
     isolation_requested,
 )
+
+vzd = require("vizdoom", "vecfast's Doom envs")
 
 __all__ = [
     "DoomPlayerEnv",
