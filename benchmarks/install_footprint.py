@@ -46,7 +46,7 @@ def measure(name: str, source: Path, revision: str, extras: str, torch_first: bo
         venv = Path(tmp) / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         python = venv / "bin" / "python"
-        pip = [str(python), "-m", "pip", "install", "-q"]
+        pip = [str(python), "-m", "pip", "install"]
         commands = [[*pip, *TORCH_FIRST]] if torch_first else []
         commands.append([*pip, f"{source}{extras}"])
         for command in commands:
@@ -58,7 +58,7 @@ def measure(name: str, source: Path, revision: str, extras: str, torch_first: bo
         row = {
             "variant": name,
             "revision": revision,
-            "command": " && ".join(" ".join(c[3:]) for c in commands).replace(str(source), "."),
+            "command": " && ".join("pip " + " ".join(c[3:]) for c in commands).replace(str(source), "."),
             "venv_mb": megabytes(venv),
             "site_packages_mb": megabytes(site_packages),
             "distributions": len(listed.stdout.splitlines()),

@@ -279,3 +279,46 @@ def unlink_shm(names: Iterable[str]) -> None:
     for name in names:
         with contextlib.suppress(FileNotFoundError, PermissionError):
             os.unlink(os.path.join(SHM_DIR, name))
+
+
+# ---------------------------------------------------------------------------- videos
+
+
+def decoded(path: str | os.PathLike) -> tuple[dict, list[np.ndarray]]:
+    """A video's stream metadata (codec, pix_fmt, fps, size) and its frames, as ffmpeg decodes them."""
+    import imageio_ffmpeg
+
+    reader = imageio_ffmpeg.read_frames(str(path))
+    meta = next(reader)
+    width, height = meta["size"]
+    return meta, [np.frombuffer(f, np.uint8).reshape(height, width, 3) for f in reader]
+
+
+# ---------------------------------------------------------------------------- W&B's offline runs
+
+
+def wandb_records(run_file: str | os.PathLike) -> list[Any]:
+    """The protobuf records of an offline W&B run (``run-<id>.wandb``): its file is LevelDB's log format (32 KiB
+    blocks of records, each a 7-byte header of CRC, length and type: full, or first/middle/last of a split one)
+    after W&B's 7-byte header."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    data = open(run_file, "rb").read()  # noqa: SIM115 (read at once)
+    assert data[:4] == b":W&B", f"{run_file} is not a W&B run file"
+    records, pending, pos, block = [], b"", 7, 32768
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind == 0:
+            continue
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+    return records

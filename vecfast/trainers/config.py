@@ -381,7 +381,40 @@ class EvaluationConfig:
 
 
 @dataclass
+class LoggingConfig:
+    """Where a run's numbers and videos go besides RUN_DIR (metrics.jsonl, TensorBoard's events)."""
+
+    GROUP: ClassVar[str] = "logging"
+
+    with_wandb: bool = False
+    """Log the metrics, the config and the videos to Weights & Biases too (the wandb extra; WANDB_MODE=offline
+    keeps the run on disk, under RUN_DIR/wandb)."""
+    wandb_user: str | None = None
+    """The W&B entity (user or team); None: wandb's default."""
+    wandb_project: str = "vecfast"
+    """The W&B project."""
+    wandb_group: str | None = None
+    """The W&B group (runs compared together, such as seeds)."""
+    wandb_tags: tuple[str, ...] = ()
+    """W&B tags."""
+    video_every_env_steps: int | None = None
+    """Record an episode of the policy every this many env steps, as RUN_DIR/videos/*.mp4 (H.264, the video
+    extra), in TensorBoard and W&B; None: never."""
+
+    def check(self) -> None:
+        if self.video_every_env_steps is not None and not (
+            isinstance(self.video_every_env_steps, int) and self.video_every_env_steps >= 1
+        ):
+            raise ValueError(
+                f"video_every_env_steps must be a positive integer or None, got {self.video_every_env_steps!r}"
+            )
+        if not all(isinstance(tag, str) for tag in self.wandb_tags):
+            raise ValueError(f"wandb_tags must be strings, got {self.wandb_tags!r}")
+
+
+@dataclass
 class TrainConfig(
+    LoggingConfig,
     EvaluationConfig,
     RunDirConfig,
     SystemConfig,
@@ -415,6 +448,7 @@ class TrainConfig(
         cfg.polar_inputs = _entry_names("polar_inputs", cfg.polar_inputs)
         if cfg.policies_to_train is not None:
             cfg.policies_to_train = tuple(cfg.policies_to_train)
+        cfg.wandb_tags = tuple(cfg.wandb_tags)
         cfg.validate()
         return cfg
 
@@ -442,6 +476,7 @@ CONCERNS = (
     SystemConfig,
     RunDirConfig,
     EvaluationConfig,
+    LoggingConfig,
 )
 """The config's concerns in the order ``vecfast train --help`` lists them."""
 

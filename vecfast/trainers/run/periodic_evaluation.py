@@ -24,6 +24,20 @@ from vecfast.trainers.tools.evaluation import DEFAULT_MAX_ENVS, RunEnv, evaluate
 PREFIX = "eval/"
 
 
+class EnvStepSchedule:
+    """Due every ``every`` env steps; a resumed run (at ``steps``) goes on with its own schedule."""
+
+    def __init__(self, every: int, steps: int) -> None:
+        self.every = every
+        self.next_at = (steps // every + 1) * every
+
+    def due(self, env_steps: int) -> bool:
+        return env_steps >= self.next_at
+
+    def done(self, env_steps: int) -> None:
+        self.next_at = (env_steps // self.every + 1) * self.every
+
+
 class PeriodicEvaluation:
     """Evaluates ``model`` (copied into a model of its own, so the learner's is untouched) every
     ``cfg.eval_every_env_steps`` env steps."""
@@ -33,8 +47,7 @@ class PeriodicEvaluation:
     def __init__(self, model: ActorCritic, source: EnvSource, vectorization: str, cfg: TrainConfig, steps: int) -> None:
         assert cfg.eval_every_env_steps is not None
         self.cfg = cfg
-        self.every = cfg.eval_every_env_steps
-        self.next_at = (steps // self.every + 1) * self.every  # a resumed run goes on with its own schedule
+        self.schedule = EnvStepSchedule(cfg.eval_every_env_steps, steps)
         self.model = copy.deepcopy(model).eval()
         self.games = isinstance(source.env, types.ModuleType)  # a PettingZoo module: self-play, games
         self.opponents: dict[str, Any] = {"random": "random"}
@@ -47,11 +60,11 @@ class PeriodicEvaluation:
         self.env: VectorEnv | None = None  # built at the first evaluation, kept for the next
 
     def due(self, env_steps: int) -> bool:
-        return env_steps >= self.next_at
+        return self.schedule.due(env_steps)
 
     def evaluate(self, model: ActorCritic, env_steps: int) -> dict[str, Any]:
         """Evaluate ``model``'s current weights now; the ``eval/`` records."""
-        self.next_at = (env_steps // self.every + 1) * self.every
+        self.schedule.done(env_steps)
         start = time.perf_counter()
         self.model.load_state_dict(model.state_dict())
         episodes, deterministic = self.cfg.eval_episodes, self.cfg.eval_deterministic

@@ -6,6 +6,8 @@ Layout::
     RUN_DIR/config.json                      algorithm, env, the full TrainConfig
     RUN_DIR/metrics.jsonl                    one JSON object per learner iteration
     RUN_DIR/events.out.tfevents.*            the same numbers for ``tensorboard --logdir RUN_DIR``
+    RUN_DIR/videos/<steps>.mp4               episodes recorded while training (``video_every_env_steps``)
+    RUN_DIR/wandb/, RUN_DIR/wandb_run_id     the W&B run's files and id (``with_wandb``)
     RUN_DIR/checkpoints/last_<steps>.pt      the newest ``keep`` checkpoints (<steps>: their ``env_steps``)
     RUN_DIR/checkpoints/best.pt              the one with the best mean episode return
     RUN_DIR/checkpoints/*.corrupt            unreadable checkpoints, moved aside by a load
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import numbers
 import os
 import pickle
 import re
@@ -45,10 +46,9 @@ from typing import IO, Any
 import numpy as np
 import torch
 from gymnasium import spaces
-from tensorboardX import SummaryWriter
-from tensorboardX.proto.summary_pb2 import Summary
 
 from vecfast.chatter import ENV_LOG
+from vecfast.trainers.run.metric_sinks import MetricSink, TensorBoardEvents
 
 _LAST = re.compile(r"^last_(\d+)\.pt$")
 LOCK_FILE = ".lock"
@@ -129,9 +129,9 @@ class RunDir:
     checkpoint, or files that are not a run's) is an error unless ``resume``: a new run would append
     to the old metrics and overwrite its config. One that failed before its first iteration holds none.
 
-    ``resumed_at``: the env steps of the checkpoint a resumed run starts from. TensorBoard
-    then drops what the previous session logged after that checkpoint (purge_step), so
-    the curves continue from it without a doubled stretch.
+    Each record and video also goes to :attr:`sinks` (TensorBoard's events, and W&B where the run asks:
+    :mod:`~vecfast.trainers.run.metric_sinks`). ``resumed_at``: the env steps of the checkpoint a resumed run
+    starts from (TensorBoard drops what the previous session logged after it).
     """
 
     def __init__(
@@ -152,27 +152,22 @@ class RunDir:
             self._lock.close()
             raise
         self.keep = max(1, keep)
-        self._resumed_at = resumed_at
-        self._events: SummaryWriter | None = None  # opened by the first log(): reading a run writes no event file
+        self.sinks: list[MetricSink] = [TensorBoardEvents(self.path, resumed_at)]
 
     def write_config(self, config: dict[str, Any]) -> None:
         _atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, default=_json_default))
 
     def log(self, metrics: dict[str, Any]) -> None:
-        """Append ``metrics`` (which has ``env_steps``, the x axis of its numbers in TensorBoard); flush both."""
+        """Append ``metrics`` (which has ``env_steps``, the x axis of its numbers) and hand it to the sinks."""
         self._metrics.write(json.dumps(metrics, default=_json_default) + "\n")
         self._metrics.flush()
-        if self._events is None:
-            purge_step = None if self._resumed_at is None else self._resumed_at + 1
-            self._events = SummaryWriter(str(self.path), purge_step=purge_step)
-        # one event for all the numbers: add_scalar per number costs ~100 us each, in the learner's thread
-        values = [
-            Summary.Value(tag=key, simple_value=float(value))
-            for key, value in metrics.items()
-            if key != "env_steps" and isinstance(value, numbers.Real)
-        ]
-        self._events.file_writer.add_summary(Summary(value=values), int(metrics["env_steps"]))
-        self._events.flush()  # a live `tensorboard --logdir` sees every iteration
+        for sink in self.sinks:
+            sink.log(metrics)
+
+    def add_video(self, path: Path, gif: bytes, size: tuple[int, int], env_steps: int) -> None:
+        """An episode recorded at ``env_steps`` (``path``: its mp4 under ``videos/``), for the sinks."""
+        for sink in self.sinks:
+            sink.video(path, gif, size, env_steps)
 
     def save(self, state: dict[str, Any], numbered: bool = True, best: bool = False) -> Path:
         """Write ``state`` as the numbered checkpoint of its ``env_steps`` (unless not ``numbered``) and as
@@ -199,9 +194,11 @@ class RunDir:
 
     def close(self) -> None:
         self._metrics.close()
-        if self._events is not None:
-            self._events.close()
-        self._lock.close()
+        try:
+            for sink in self.sinks:
+                sink.close()
+        finally:
+            self._lock.close()
 
 
 def _lock(path: Path) -> IO:

@@ -43,6 +43,7 @@ from vecfast.trainers.run.launch import (
     leave_process_group,
     rank_from_environment,
 )
+from vecfast.trainers.run.metric_sinks import WeightsAndBiases
 from vecfast.trainers.run.metrics import IterationMetrics
 from vecfast.trainers.run.progress import ProgressPrinter
 from vecfast.trainers.run.run_dir import (
@@ -62,6 +63,7 @@ from vecfast.vector.process_cleanup import watch_owner
 
 if TYPE_CHECKING:
     from vecfast.trainers.run.periodic_evaluation import PeriodicEvaluation
+    from vecfast.trainers.run.periodic_video import PeriodicVideo
 
 
 @dataclass
@@ -271,6 +273,7 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
     trainer = None
     run_dir = None
     evaluation = None
+    video = None
     try:
         cfg = spec.layers.config(vec_env.single_observation_space)
         frameskip = _frameskip(vec_env, cfg)
@@ -279,22 +282,23 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
         path = collective.from_main(lambda: Path(spec.run_dir or default_run_dir(env_name, recipe.label)))
         if main:
             run_dir = RunDir(path, cfg.keep_checkpoints, resumed_at=resumed_at, resume=spec.resume)
-            run_dir.write_config(
-                {
-                    "algo": recipe.algo,
-                    "scheme": recipe.scheme,
-                    "env": env_name,
-                    "env_kwargs": dict(source.kwargs),
-                    "vectorization": vectorization,
-                    "total_env_steps": spec.total_env_steps,
-                    "env_frameskip": frameskip,
-                    "num_envs": vec_env.num_envs,
-                    "world_size": collective.world_size(),
-                    "vecfast_version": _version(),
-                    "config": cfg.to_dict(),
-                    **({"auto_tune": spec.tuning.to_dict()} if spec.tuning is not None else {}),
-                }
-            )
+            run_config = {
+                "algo": recipe.algo,
+                "scheme": recipe.scheme,
+                "env": env_name,
+                "env_kwargs": dict(source.kwargs),
+                "vectorization": vectorization,
+                "total_env_steps": spec.total_env_steps,
+                "env_frameskip": frameskip,
+                "num_envs": vec_env.num_envs,
+                "world_size": collective.world_size(),
+                "vecfast_version": _version(),
+                "config": cfg.to_dict(),
+                **({"auto_tune": spec.tuning.to_dict()} if spec.tuning is not None else {}),
+            }
+            run_dir.write_config(run_config)
+            if cfg.with_wandb:
+                run_dir.sinks.append(WeightsAndBiases(run_dir.path, run_config, cfg))
         factory = recipe.scheme_spec.factory
         if recipe.scheme_spec.takes_plan:
             factory = functools.partial(factory, plan=plan_for(spec.policy_mapping))
@@ -309,9 +313,13 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
             from vecfast.trainers.run.periodic_evaluation import PeriodicEvaluation
 
             evaluation = PeriodicEvaluation(trainer.model, source, vectorization, cfg, resumed_at or 0)
+        if run_dir is not None and cfg.video_every_env_steps is not None:
+            from vecfast.trainers.run.periodic_video import PeriodicVideo
+
+            video = PeriodicVideo(trainer.model, source, vectorization, cfg, resumed_at or 0, run_dir)
         loop = _TrainingLoop(
             trainer, run_dir, cfg, recipe, env_name, dict(source.kwargs), vec_env, frameskip, best, step_timeout,
-            carried, evaluation,
+            carried, evaluation, video,
         )  # fmt: skip
         stats = loop.run(spec.total_env_steps, spec.live and main, steps_at_start=resumed_at or 0)
         return TrainResult(path, trainer.model.eval(), stats)
@@ -370,11 +378,13 @@ class _TrainingLoop:
         step_timeout: RunStepTimeout,
         carried: dict[str, int],
         evaluation: PeriodicEvaluation | None,
+        video: PeriodicVideo | None,
     ) -> None:
         self.trainer, self.run_dir, self.cfg, self.recipe = trainer, run, cfg, recipe
         self.env_name, self.env_kwargs, self.env, self.frameskip = env_name, env_kwargs, env, frameskip
         self.carried = carried  # a resumed run's counts carry on
         self.evaluation = evaluation
+        self.video = video
         # what a healing vector env (vecfast's, Doom matches) has restarted so far: a list of Restart records
         self.restarts = getattr(env.unwrapped, "restarts", None)
         self.best_return = best_return
@@ -474,6 +484,8 @@ class _TrainingLoop:
                     metrics = self.metrics
                     if self.evaluation is not None and self.evaluation.due(metrics["env_steps"]):
                         metrics.update(self.evaluation.evaluate(self.trainer.model, metrics["env_steps"]))
+                    if self.video is not None and self.video.due(metrics["env_steps"]):
+                        metrics.update(self.video.record(self.trainer.model, metrics["env_steps"]))
                     if run is not None:
                         run.log(metrics)
                     if dashboard is not None:

@@ -52,12 +52,28 @@ def _value_parser(kinds: list[type], words: dict[str, Any]) -> Callable[[str], A
     return parse
 
 
+class _BooleanFlag(argparse.BooleanOptionalAction):
+    """``--key`` (true), ``--no-key`` (false), or Sample Factory's ``--key true|false``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.nargs = "?"
+        self.metavar = "true|false"
+        self.type = _value_parser([bool], {})
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        if option_string in self.option_strings:
+            negated = option_string.startswith("--no-")
+            value = True if values is None else values
+            setattr(namespace, self.dest, not value if negated else value)
+
+
 def _value_kwargs(name: str, hint: Any) -> dict[str, Any]:
     """How argparse reads a config key of type ``hint``; a ``str`` beside other types stands for "auto"."""
     args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     kinds = [arg for arg in args if arg is not type(None)]
     if kinds == [bool] and len(args) == 1:
-        return {"action": argparse.BooleanOptionalAction}
+        return {"action": _BooleanFlag}
     if typing.get_origin(kinds[0]) is tuple:
         item = typing.get_args(kinds[0])[0]
         return {"nargs": "*", "type": item, "metavar": "N" if item is int else "KEY"}
