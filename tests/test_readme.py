@@ -70,8 +70,9 @@ MARKER = re.compile(r"^<!--\s*readme-test:\s*(?P<body>.*?)\s*-->$")
 DIRECTIVE = re.compile(r"^(?P<kind>skip|append-args|creates)\b\s*(?P<rest>.*)$")
 REASON = re.compile(r"^(?P<head>.*?)\s*\((?P<reason>[^()]*(?:\([^()]*\)[^()]*)*)\)$")
 
-# Caches that third-party libraries keep in TMPDIR on purpose (torch.compile's, for one).
-TMPDIR_CACHES = re.compile(r"^torchinductor_")
+# Files that third-party libraries keep in TMPDIR on purpose: torch.compile's cache, and the session file that
+# onnxruntime's telemetry writes on `import onnxruntime` (1.31, Linux).
+TMPDIR_CACHES = re.compile(r"^(torchinductor_|\.ses$)")
 
 
 @dataclass

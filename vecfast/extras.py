@@ -24,6 +24,7 @@ EXTRA_OF = {
     "wandb": "wandb",
     "onnx": "export",
     "onnxruntime": "export",
+    "onnxscript": "export",
     "imageio_ffmpeg": "video",
     "PIL": "video",
     "ale_py": "atari",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from vecfast.trainers.run.metrics import EpisodeStats, IterationMetrics, PolicyLag
     from vecfast.trainers.run.training import TrainResult, load_policy, train
     from vecfast.trainers.tools.evaluation import EvalResult, evaluate
+    from vecfast.trainers.tools.export import export_policy, export_run
 
 _LAZY = {  # name -> the module that defines it
     "EvalResult": "vecfast.trainers.tools.evaluation",
@@ -36,6 +37,8 @@ _LAZY = {  # name -> the module that defines it
     "TrainResult": "vecfast.trainers.run.training",
     "load_policy": "vecfast.trainers.run.training",
     "train": "vecfast.trainers.run.training",
+    "export_policy": "vecfast.trainers.tools.export",
+    "export_run": "vecfast.trainers.tools.export",
 }
 
 
@@ -60,6 +63,8 @@ __all__ = [
     "TrainResult",
     "Trainer",
     "evaluate",
+    "export_policy",
+    "export_run",
     "load_policy",
     "register_algorithm",
     "register_scheme",

@@ -57,6 +57,10 @@ class ActionDistribution:
 
     def mode(self) -> torch.Tensor:
         check_logits(self.params)
+        return self.most_likely()
+
+    def most_likely(self) -> torch.Tensor:
+        """:meth:`mode` without the finiteness check: tensor operations only, as an exported graph holds them."""
         return self.dist.mean if self.kind == "box" else self.dist.probs.argmax(-1)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
@@ -149,8 +153,13 @@ class ActionHead(nn.Module):
         return torch.float32 if self.kind == "box" else torch.int64
 
     def to_env(self, actions: torch.Tensor) -> np.ndarray:
-        """Actions as the env takes them: space offsets added, Gaussian samples clipped to the bounds."""
-        out = actions.cpu().numpy()
+        """Actions as the env takes them (:meth:`env_actions`), as numpy arrays of the space's dtype."""
+        return self.env_actions(actions).cpu().numpy().astype(self.space.dtype)
+
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Space offsets added, Gaussian samples clipped to the bounds (tensor operations: exported graphs too)."""
         if self.kind == "box":
-            return np.clip(out, self.space.low, self.space.high).astype(self.space.dtype)
-        return (out + self.space.start).astype(self.space.dtype)
+            bounds = (self.space.low, self.space.high)
+            low, high = (torch.as_tensor(b, dtype=actions.dtype, device=actions.device) for b in bounds)
+            return torch.clamp(actions, low, high)
+        return actions + torch.as_tensor(self.space.start, dtype=actions.dtype, device=actions.device)

@@ -143,10 +143,10 @@ def launch_local(
     keeps them on the terminal) and every other line of the ranks' stderr comes through.
     torch's elastic launcher writes no log directory (``torchelastic_*``), and the cache
     directory that importing ``torch._dynamo`` (DDP does) creates is vecfast's own in the
-    user's cache directory, not ``$TMPDIR/torchinductor_<user>`` (:func:`_private_inductor_cache`).
+    user's cache directory, not ``$TMPDIR/torchinductor_<user>`` (:func:`private_inductor_cache`).
     """
     config = _local_config(num_processes, run_id or uuid.uuid4().hex)
-    with _private_inductor_cache(), _rank_errors():
+    with private_inductor_cache(), _rank_errors():
         if isolation_requested(network_isolation):
             try:
                 network = PrivateNetwork(sys.executable)
@@ -185,10 +185,11 @@ def _rank_errors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _private_inductor_cache() -> Iterator[None]:
-    """``TORCHINDUCTOR_CACHE_DIR`` for the ranks: vecfast's own, in the user's cache directory, not ``$TMPDIR``.
+def private_inductor_cache() -> Iterator[None]:
+    """``TORCHINDUCTOR_CACHE_DIR`` for the ranks (and ONNX export): vecfast's own, in the user's cache directory,
+    not ``$TMPDIR``.
 
-    Importing ``torch._dynamo`` (``DistributedDataParallel`` does) creates inductor's cache
+    Importing ``torch._dynamo`` (``DistributedDataParallel`` and ``torch.export`` do) creates inductor's cache
     directory, by default ``$TMPDIR/torchinductor_<user>``, and nothing removes it. vecfast
     compiles nothing, so the ranks get ``$XDG_CACHE_HOME/vecfast/torchinductor`` (made once,
     and empty); where that cannot be made, a temporary directory removed after the ranks.

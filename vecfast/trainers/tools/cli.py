@@ -186,8 +186,8 @@ def _positive_int(value: str) -> int:
 
 
 def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) -> None:
-    """Add ``train``, ``tune``, ``evaluate``, ``enjoy`` and ``view`` to the ``vecfast`` command's subparsers;
-    ``defaults``: the config defaults ``train --help`` shows (:func:`help_defaults`)."""
+    """Add ``train``, ``tune``, ``evaluate``, ``enjoy``, ``export`` and ``view`` to the ``vecfast`` command's
+    subparsers; ``defaults``: the config defaults ``train --help`` shows (:func:`help_defaults`)."""
     train = subparsers.add_parser(
         "train",
         usage="%(prog)s [-h] [ENV_ID] [options]",
@@ -319,6 +319,29 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     enjoy.add_argument("--seed", type=int, default=0)
     add_env_kwarg_option(enjoy, "over the run's own")
     enjoy.set_defaults(handler=_enjoy)
+
+    exporter = subparsers.add_parser(
+        "export",
+        help="write a run's policy as ONNX or TorchScript",
+        description="Write RUN_DIR's policy (its most likely actions) as an ONNX or TorchScript file that runs "
+        "without vecfast: inputs named after the observation's entries (obs for a plain one) and state_in if "
+        "recurrent (zeros start an episode); outputs action and, if recurrent, state_out.",
+    )
+    exporter.add_argument("run_dir", type=Path)
+    exporter.add_argument("--format", choices=("onnx", "torchscript"), default="onnx")
+    exporter.add_argument("--out", type=Path, help="the file to write (default RUN_DIR/policy.onnx or policy.pt)")
+    exporter.add_argument(
+        "--checkpoint", choices=("last", "best"), default="last", help="the newest checkpoint (default) or the best"
+    )
+    exporter.add_argument("--policy", type=int, default=0, help="which of a population's policies (default 0)")
+    exporter.add_argument(
+        "--check",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then step the run's env for N observations and report how often the file chose the policy's action",
+    )
+    exporter.set_defaults(handler=_export)
 
     view = subparsers.add_parser(
         "view",
@@ -554,6 +577,31 @@ def _run_env_id(run_dir: Path, run: dict[str, Any]) -> str:
             "--env ENV_ID says which"
         )
     return run["env"]
+
+
+def _export(args: argparse.Namespace) -> int:
+    run = _read_run(args.run_dir, checkpoint=True)
+    out = args.out or args.run_dir / ("policy.onnx" if args.format == "onnx" else "policy.pt")
+    from vecfast.trainers.tools.export import agreement, export_run
+
+    try:
+        model = export_run(args.run_dir, out, args.format, args.checkpoint, args.policy)
+    except ValueError as exc:  # a policy index the run does not have
+        raise CommandError(str(exc)) from exc
+    print(f"wrote {out} ({args.format}) from {args.run_dir}'s {args.checkpoint} checkpoint")
+    if args.check:
+        from vecfast.trainers.run.env_source import is_env_id
+        from vecfast.trainers.tools.evaluation import run_env
+
+        if not is_env_id(_run_env_id(args.run_dir, run)):
+            raise CommandError("--check steps a single-agent run's env; this run plays games")
+        env = run_env(args.run_dir).build(min(8, args.check))
+        try:
+            result = agreement(model, out, env, args.check)
+        finally:
+            env.close()
+        print(f"the file chose the policy's action for {result.equal} of {result.observations} observations")
+    return 0
 
 
 def _enjoy(args: argparse.Namespace) -> int:

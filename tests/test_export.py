@@ -1,0 +1,114 @@
+"""A run's policy exported (``vecfast export``) and run by onnxruntime and ``torch.jit.load``: the exported file
+chooses the policy's own deterministic actions on real observations, for an MLP (CartPole, PPO), a conv + GRU
+Doom policy (APPO) and a connect-four policy that honours its action mask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+from pettingzoo.classic import connect_four_v3
+
+from vecfast.cli import main
+from vecfast.trainers import load_policy, train
+from vecfast.trainers.tools.evaluation import run_env
+from vecfast.trainers.tools.export import agreement, export_run, load_exported
+
+TINY = {"num_workers": 2, "num_envs_per_worker": 2, "rollout": 16, "batch_size": 64, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("export") / "cartpole"
+    train("CartPole-v1", algo="ppo", total_env_steps=2048, run_dir=run_dir, use_rnn=False, **TINY)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def doom(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("export") / "doom"
+    # float32 throughout (an exported graph is; bf16 would move the states compared below by ~0.03)
+    train("vecfast/DoomBasic-v0", algo="appo", total_env_steps=512, run_dir=run_dir, rnn_size=64,
+          encoder_conv_mlp_layers=(64,), encoder_bf16=False, **TINY)  # fmt: skip
+    return run_dir
+
+
+def io_names(path: Path) -> tuple[list[str], list[str]]:
+    session = onnxruntime.InferenceSession(str(path))
+    return [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()]
+
+
+@pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
+def test_an_mlp_policy_exports_its_deterministic_actions(cartpole: Path, tmp_path: Path, fmt, suffix) -> None:
+    out = tmp_path / f"policy{suffix}"
+    model = export_run(cartpole, out, fmt)
+    if fmt == "onnx":
+        assert io_names(out) == (["obs"], ["action"])
+    env = run_env(cartpole).build(4)
+    try:
+        result = agreement(model, out, env, 512)
+    finally:
+        env.close()
+    assert result.observations == 512 and result.fraction >= 0.99
+
+
+@pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
+def test_a_recurrent_conv_policy_carries_its_state_through_state_in_and_out(doom: Path, tmp_path, fmt, suffix):
+    out = tmp_path / f"policy{suffix}"
+    model = export_run(doom, out, fmt)
+    if fmt == "onnx":
+        assert io_names(out) == (["measurements", "screen", "state_in"], ["action", "state_out"])
+    env = run_env(doom).build(4)
+    try:
+        result = agreement(model, out, env, 256)
+    finally:
+        env.close()
+    assert result.fraction >= 0.99
+    # the state is what the model carries: zeros start an episode, state_out continues it
+    exported = load_exported(out)
+    obs = {k: np.stack([model.obs_spaces[k].sample() for _ in range(3)]) for k in ("measurements", "screen")}
+    state = np.zeros((3, model.state_size), np.float32)
+    with torch.no_grad():
+        _, _, expected = model.step(
+            {k: torch.as_tensor(v) for k, v in obs.items()}, torch.zeros(3, 64), torch.ones(3, dtype=torch.bool)
+        )
+    _, state_out = exported(obs, state)
+    np.testing.assert_allclose(state_out, expected.numpy(), atol=1e-4)
+
+
+def test_a_masked_policy_never_exports_an_illegal_move(tmp_path: Path) -> None:
+    run_dir = tmp_path / "c4"
+    train(connect_four_v3, algo="ppo", total_env_steps=512, run_dir=run_dir, use_rnn=False, **TINY)
+    out = export_run(run_dir, tmp_path / "c4.onnx")  # returns the policy
+    exported = load_exported(tmp_path / "c4.onnx")
+    assert io_names(tmp_path / "c4.onnx") == (["action_mask", "observation"], ["action"])  # the Dict space's order
+    rng = np.random.default_rng(0)
+    observations = []
+    game = connect_four_v3.env()
+    for episode in range(20):  # real positions: random legal moves from the start
+        game.reset(seed=episode)
+        for _agent in game.agent_iter():
+            obs, _, terminated, truncated, _ = game.last()
+            if terminated or truncated:
+                game.step(None)
+                continue
+            observations.append(obs)
+            game.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+    batch = {key: np.stack([o[key] for o in observations]) for key in ("observation", "action_mask")}
+    actions, _ = exported(batch, None)
+    assert np.array_equal(actions, out.act(batch, deterministic=True))
+    assert batch["action_mask"][np.arange(len(actions)), actions].all()  # legal, every one
+
+
+def test_vecfast_export_writes_and_checks_the_file(cartpole: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cli.pt"
+    assert main(["export", str(cartpole), "--format", "torchscript", "--out", str(out), "--check", "32"]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out} (torchscript)" in printed and "for 32 of 32 observations" in printed
+    assert torch.jit.load(str(out))(torch.zeros(1, 4)).shape == (1,)
+    assert main(["export", str(cartpole), "--policy", "3", "--out", str(tmp_path / "x.onnx")]) == 2
+    assert "policy=3: the run has policies 0 to 0" in capsys.readouterr().err
+    assert load_policy(cartpole) is not None
