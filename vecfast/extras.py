@@ -17,6 +17,7 @@ EXTRA_OF = {
     "torch": "train",
     "rich": "train",
     "tensorboardX": "train",
+    "yaml": "train",
     "vizdoom": "doom",
     "pettingzoo": "pettingzoo",
     "stable_baselines3": "sb3",

@@ -241,6 +241,13 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
         "--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint"
     )
     train.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="options from a YAML or JSON file under their command-line names (env, algo, total_env_steps, "
+        "env_kwargs, any config key); a run's RUN_DIR/config.json replays that run; the command line's win",
+    )
+    train.add_argument(
         "--live",
         action=argparse.BooleanOptionalAction,
         help="the live dashboard instead of progress lines (default: when stdout is a terminal)",
@@ -423,6 +430,8 @@ def _check_config(
 
 def _train(args: argparse.Namespace) -> int:
     overrides = _config_overrides(args)
+    if args.config is not None:
+        _take_config_file(args, overrides)
     if args.num_envs is not None and "num_envs_per_worker" in overrides:
         raise CommandError("give --num-envs (in all) or --num_envs_per_worker, not both")
     if args.resume is not None:
@@ -462,6 +471,32 @@ def _train(args: argparse.Namespace) -> int:
     # Ctrl-C: the status a shell expects of a command it interrupted (128 + SIGINT); a scheduler's SIGTERM or
     # SIGUSR1 is a stop it asked for, with a final checkpoint: success
     return 128 + signal.SIGINT if result.stats.get("stopped_by") == "SIGINT" else 0
+
+
+def _take_config_file(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    """``--config FILE``'s options where the command line gives none (:mod:`~vecfast.trainers.tools.config_file`),
+    into ``args`` and ``overrides``."""
+    from vecfast.trainers.tools.config_file import read_config_file
+
+    if args.resume is not None:
+        raise CommandError("--config starts a new run from a file's options; --resume continues a run with its own")
+    try:
+        file = read_config_file(args.config)
+    except (ValueError, ImportError) as exc:
+        raise CommandError(str(exc)) from exc
+    if args.num_envs is not None:  # envs in all, given here: the file's split of them gives way
+        file.config.pop("num_envs_per_worker", None)
+    if "num_envs_per_worker" in overrides:
+        file.num_envs = None
+    for key, value in file.config.items():
+        overrides.setdefault(key, value)
+    args.env_id = args.env_id or file.env
+    args.algo, args.scheme = args.algo or file.algo, args.scheme or file.scheme
+    args.total = args.total if args.total is not None else file.total_env_steps
+    args.num_envs = args.num_envs if args.num_envs is not None else file.num_envs
+    args.num_processes = args.num_processes if args.num_processes is not None else file.num_processes
+    args.run_dir = args.run_dir or file.run_dir
+    args.env_kwarg = [*file.env_kwargs.items(), *args.env_kwarg]  # the command line's last: they win
 
 
 def _print_summary(text: str) -> None:
