@@ -372,3 +372,11 @@ class SlowToUnpickle:
 def make_env_ignoring(_ignored: Any, *args: Any, **kwargs: Any) -> gym.Env:
     """``make_env`` with an extra first argument (e.g. a :class:`SlowToUnpickle`)."""
     return make_env(*args, **kwargs)
+
+
+def vizdoom_basic() -> gym.Env:
+    """VizDoom's own VizdoomBasic-v1, registering VizDoom's ids first: a worker started with spawn (the portable
+    shared-memory path) has not imported them."""
+    import vizdoom.gymnasium_wrapper  # noqa: F401
+
+    return gym.make("VizdoomBasic-v1")

@@ -154,12 +154,21 @@ def assert_boundaries_seen(seen: Counter, mode: AutoresetMode) -> None:
 
 
 def descendants(pid: int | None = None) -> list[psutil.Process]:
-    """Live descendants of ``pid`` (default: this process); exited ones not yet reaped (zombies) are left out."""
+    """Live descendants of ``pid`` (default: this process); exited ones not yet reaped (zombies) are left out, and
+    so is multiprocessing's resource tracker: Python's helper, one per interpreter (spawn and shared_memory start
+    it), which lives as long as its owner and unlinks what the owner's processes left."""
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [child for child in children if not is_gone(child)]
+    return [child for child in children if not is_gone(child) and not _is_resource_tracker(child)]
+
+
+def _is_resource_tracker(proc: psutil.Process) -> bool:
+    try:
+        return "multiprocessing.resource_tracker" in " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
 
 
 def is_gone(proc: psutil.Process) -> bool:

@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from envs_for_tests import StopsBeforeSendingEnv, env_fns, faulty_env_fns
+from envs_for_tests import StopsBeforeSendingEnv, env_fns, faulty_env_fns, vizdoom_basic
 from helpers import describe, shm_entries, shm_files_used_by, unlink_shm, vizdoom_instance_id, wait_gone
 
 from vecfast.vector import StartTimeoutError, StepTimeoutError, WorkerDiedError
+from vecfast.vector.shared_buffers import portable_shared_memory
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = TESTS_DIR.parent
@@ -141,18 +142,11 @@ def test_close_releases_every_process(make_async):
     assert [p.exitcode for p in vec.processes] == [0] * NUM_WORKERS  # they closed, nobody killed them
 
 
-def _vizdoom_basic():
-    import gymnasium as gym
-    import vizdoom.gymnasium_wrapper  # noqa: F401  (registers the Vizdoom ids)
-
-    return gym.make("VizdoomBasic-v1")
-
-
 @pytest.mark.timeout(60)
 def test_sigkilled_vizdoom_worker_leaves_no_game_and_no_shm_after_close(make_async, tmp_path, monkeypatch):
     monkeypatch.chdir(vizdoom_cwd(tmp_path))
     shm_before = shm_entries()
-    vec = make_async([_vizdoom_basic] * 4, num_workers=2)
+    vec = make_async([vizdoom_basic] * 4, num_workers=2)
     vec.reset(seed=0)
     vec.step(np.zeros(4, np.int64))
     procs = all_descendants(vec)
@@ -314,9 +308,7 @@ OWNER_SCRIPT = textwrap.dedent(
 
     scenario = {scenario!r}
     if scenario == "vizdoom":
-        import gymnasium as gym
-        import vizdoom.gymnasium_wrapper  # noqa: F401  (registers the Vizdoom ids)
-        fns = [functools.partial(gym.make, "VizdoomBasic-v1") for _ in range(4)]
+        fns = [envs_for_tests.vizdoom_basic] * 4
     elif scenario == "hanging":
         fns = envs_for_tests.faulty_env_fns(4, 3, "hang", fault_at=1, child_process=True)
     else:
@@ -410,7 +402,8 @@ OWNER_CASES = [
 def test_owner_death_takes_every_descendant_down(owner_process, scenario, ending):
     shm_before = shm_entries()
     proc, descendants, ours = owner_process(scenario)
-    expected = {"vizdoom": 2 + 4, "child_processes": 2 + 4, "hanging": 2 + 4}[scenario]
+    tracker = portable_shared_memory()  # multiprocessing's resource tracker, which spawn starts, dies with it too
+    expected = {"vizdoom": 2 + 4, "child_processes": 2 + 4, "hanging": 2 + 4}[scenario] + tracker
     assert len(descendants) == expected, describe(descendants)
     if scenario == "vizdoom":
         assert sum(vizdoom_instance_id(p) is not None for p in descendants) == 4

@@ -18,6 +18,7 @@ EXTRA_OF = {
     "rich": "train",
     "tensorboardX": "train",
     "yaml": "train",
+    "filelock": "train",
     "vizdoom": "doom",
     "pettingzoo": "pettingzoo",
     "stable_baselines3": "sb3",

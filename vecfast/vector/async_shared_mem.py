@@ -85,7 +85,8 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         env_fns: functions that create the envs (pickled with cloudpickle).
         shared_memory: keep observations in shared memory where their space allows it.
         copy: return copies of the observations (else views that the next step overwrites).
-        context: multiprocessing start method (``None``: the platform default).
+        context: multiprocessing start method (``None``: the platform default; spawn where shared memory
+            takes the portable path, :func:`~vecfast.vector.shared_buffers.portable_shared_memory`).
         daemon: start workers as daemon processes.
         worker: gymnasium's custom worker function; vecfast's workers cannot run one.
         observation_mode: ``"same"``, ``"different"`` or ``(batched, single)`` spaces, as in gymnasium.
@@ -260,7 +261,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
             keep=self.restart_failed_workers,  # replacement workers attach to it too
         )
         if not self.restart_failed_workers:
-            arena.close_fd()
+            arena.seal()
         views = arena.views()
         pickled_obs = None if obs_shared else PickledBuffer(obs_space, self.num_envs)
         if obs_shared:

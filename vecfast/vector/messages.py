@@ -63,7 +63,8 @@ class StartFailed:
 
 @dataclass(frozen=True)
 class Attach:
-    """The arena's layout (its file descriptor follows on the pipe) and the spaces kept in it.
+    """The arena's layout (its file descriptor follows on the pipe, or ``arena_name`` names a portable block:
+    :func:`~vecfast.vector.shared_buffers.portable_shared_memory`) and the spaces kept in it.
 
     A space of None is not in shared memory: observations go back pickled in job
     reports, actions come pickled in job payloads. Observations are kept
@@ -76,6 +77,7 @@ class Attach:
     observation_slots: int = 1
     restart_failed_envs: bool = False  # rebuild an env that raises from its env function (vecfast.vector.restarts)
     last_obs: list[Any] | None = None  # a replacement worker's: its predecessor's envs' last observations
+    arena_name: str | None = None
 
 
 @dataclass(frozen=True)

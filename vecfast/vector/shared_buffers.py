@@ -5,6 +5,11 @@ observations, actions, rewards and flags of fixed-size spaces are written in pla
 never pickled. A memfd has no name in ``/dev/shm``: it disappears with the last process
 that maps it, however that process dies, so a killed run cannot leak shared memory.
 
+Where there is no memfd (not Linux), or with ``VECFAST_SHARED_MEMORY=portable``, the arena is a
+``multiprocessing.shared_memory`` block instead, attached by name, and workers start with spawn
+(:func:`portable_shared_memory`). Its name is unlinked once no worker needs to attach any more (at once
+without restarts), and multiprocessing's resource tracker unlinks it if the owner is killed before.
+
 A :class:`SpaceBuffer` reads and writes one space's batch: :class:`ArrayBuffer` for
 Box/Discrete/MultiDiscrete/MultiBinary, :class:`TextBuffer` (character indices, as
 gymnasium stores Text), :class:`OneOfBuffer` (the chosen subspace's index beside every
@@ -21,6 +26,7 @@ import mmap
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
@@ -94,16 +100,45 @@ class ArenaLayout:
         return self.add_array((*lead, *space.shape), space.dtype)
 
 
-class SharedArena:
-    """An anonymous shared mapping; pass ``fd`` to map one created elsewhere."""
+SHARED_MEMORY_VAR = "VECFAST_SHARED_MEMORY"
 
-    def __init__(self, layout: ArenaLayout, fd: int | None = None) -> None:
+
+def _take_mapping(block: shared_memory.SharedMemory) -> mmap.mmap:
+    """The block's mapping, owned by the arena's numpy views from now on, as a memfd's is: a ``SharedMemory``
+    unmaps its memory when it is closed or collected, under views that still point into it (CPython keeps the
+    mapping in ``_mmap`` and a memoryview of it in ``_buf``, 3.8 to 3.13)."""
+    mapping = block._mmap
+    block._buf.release()
+    block._buf, block._mmap = None, None
+    return mapping
+
+
+def portable_shared_memory() -> bool:
+    """Whether arenas are ``multiprocessing.shared_memory`` blocks and workers start with spawn: where
+    ``os.memfd_create`` is missing, or where ``VECFAST_SHARED_MEMORY=portable`` asks for it (to test that path)."""
+    return os.environ.get(SHARED_MEMORY_VAR) == "portable" or not hasattr(os, "memfd_create")
+
+
+class SharedArena:
+    """A shared mapping of ``layout``: created here, or attached to the owner's (``fd`` passed over a pipe for a
+    memfd, ``name`` for a portable block)."""
+
+    def __init__(self, layout: ArenaLayout, fd: int | None = None, name: str | None = None) -> None:
         self.layout = layout
+        size = max(layout.size, 1)
+        self.fd, self.name = -1, name
+        self._created = fd is None and name is None  # the creator (the owner) unlinks a block's name
+        self._block: shared_memory.SharedMemory | None = None
+        if name is not None or (fd is None and portable_shared_memory()):
+            self._block = shared_memory.SharedMemory(name=name, create=name is None, size=size)
+            self.name = self._block.name
+            self._buffer: Any = _take_mapping(self._block)
+            return
         if fd is None:
             fd = os.memfd_create("vecfast", os.MFD_CLOEXEC)
-            os.ftruncate(fd, max(layout.size, 1))
+            os.ftruncate(fd, size)
         self.fd = fd
-        self._mmap = mmap.mmap(fd, max(layout.size, 1))
+        self._buffer = mmap.mmap(fd, size)
 
     def views(self) -> dict[str, Any]:
         """numpy views of every named array (nested dict/tuple for spaces)."""
@@ -115,13 +150,17 @@ class SharedArena:
             return {k: self.view_tree(s) for k, s in spec.items()}
         if isinstance(spec, tuple):
             return tuple(self.view_tree(s) for s in spec)
-        return np.ndarray(spec.shape, spec.dtype, buffer=self._mmap, offset=spec.offset)
+        return np.ndarray(spec.shape, spec.dtype, buffer=self._buffer, offset=spec.offset)
 
-    def close_fd(self) -> None:
-        """Drop the file descriptor; the mapping (and views) stay valid."""
+    def seal(self) -> None:
+        """No process attaches any more: drop the memfd's descriptor, or (its creator) unlink the block's name.
+        The mapping, and views of it, stay valid."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        if self._block is not None and self._created and self.name is not None:
+            self._block.unlink()
+            self.name = None
 
 
 class SpaceBuffer(ABC):

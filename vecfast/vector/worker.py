@@ -77,8 +77,11 @@ def run_worker(
     if not isinstance(message, Attach):  # the owner gave up (another worker failed)
         _close_envs(envs)
         return
-    arena = SharedArena(message.layout, fd=recv_handle(conn))
-    arena.close_fd()
+    if message.arena_name is not None:
+        arena = SharedArena(message.layout, name=message.arena_name)
+    else:
+        arena = SharedArena(message.layout, fd=recv_handle(conn))
+    arena.seal()
     worker = _Worker(
         index, envs, env_fns, env_offset, conn, arena.views(), message, autoreset_mode, ready_sem, countdown
     )

@@ -26,7 +26,7 @@ from vecfast.vector.errors import StartTimeoutError, StepTimeoutError, WorkerDie
 from vecfast.vector.messages import Attach, StartFailed, WorkerStarted
 from vecfast.vector.process_cleanup import kill_group
 from vecfast.vector.protocol import Job, JobRing
-from vecfast.vector.shared_buffers import SharedArena
+from vecfast.vector.shared_buffers import SharedArena, portable_shared_memory
 from vecfast.vector.worker import run_worker
 
 LIVENESS_SECONDS = 0.1  # how often a blocked wait checks that workers are alive
@@ -75,6 +75,8 @@ class WorkerPool:
         double_buffered: bool,
         close_timeout: float,
     ) -> None:
+        if context is None and portable_shared_memory():
+            context = "spawn"  # where a worker cannot inherit a memfd: a fresh interpreter, as on macOS and Windows
         ctx = self._ctx = mp.get_context(context)
         self.ready_sem = ctx.Semaphore(0)
         # Jobs of one batch count down on this semaphore; only the last to finish wakes
@@ -143,9 +145,9 @@ class WorkerPool:
     def attach(self, arena: SharedArena, attach: Attach, keep: bool = False) -> None:
         """Hand every worker the arena; from then on jobs go through its rings. ``keep``: keep the arena's file
         descriptor open, to attach replacements (:meth:`replace`)."""
+        attach = dataclasses.replace(attach, arena_name=arena.name)
         for w in self.workers:
-            self.send(w, attach)
-            send_handle(w.conn, arena.fd, w.process.pid)
+            self._send_arena(w, arena, attach)
         for w in self.workers:
             self.receive(w, "attaching shared memory")
         views = arena.views()
@@ -155,6 +157,11 @@ class WorkerPool:
             self._attach = (arena, attach)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _shutdown, self.workers, self.close_timeout, True)
+
+    def _send_arena(self, w: WorkerHandle, arena: SharedArena, attach: Attach) -> None:
+        self.send(w, attach)
+        if attach.arena_name is None:  # a memfd: its descriptor follows the message
+            send_handle(w.conn, arena.fd, w.process.pid)
 
     def replace(self, w: WorkerHandle, last_obs: list[Any], start_timeout: float | None) -> None:
         """Replace worker ``w`` (dead, or stalled: it is killed first) by a new process with new envs, attached to
@@ -174,8 +181,7 @@ class WorkerPool:
             self.broken = f"worker {w.index}'s replacement failed to build env {started.failure.env_index}"
             raise started.failure.to_error()
         arena, attach = self._attach
-        self.send(w, dataclasses.replace(attach, last_obs=last_obs))
-        send_handle(w.conn, arena.fd, w.process.pid)
+        self._send_arena(w, arena, dataclasses.replace(attach, last_obs=last_obs))
         self.receive(w, "attaching shared memory after a restart")
         w.ring = JobRing(arena.views(), w.index)
         while self.countdown.acquire(False):  # a token the lost job would have taken: each job now wakes the owner
@@ -274,7 +280,7 @@ class WorkerPool:
         self._finalizer.detach()
         _shutdown(self.workers, timeout, graceful and self.broken is None, busy)
         if self._attach is not None:
-            self._attach[0].close_fd()
+            self._attach[0].seal()
 
 
 def _worker_list(workers: list[WorkerHandle]) -> str:

@@ -30,7 +30,6 @@ raises :class:`UnsafeCheckpointError`, and :func:`convert_legacy_checkpoint` rew
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import pickle
@@ -45,6 +44,7 @@ from typing import IO, Any
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 from gymnasium import spaces
 
 from vecfast.chatter import ENV_LOG
@@ -78,7 +78,7 @@ def check_run_dir(path: str | os.PathLike, resume: bool = False) -> None:
     if not path.is_dir():
         return
     if (path / LOCK_FILE).exists():
-        _lock(path).close()
+        _lock(path).release()
     if not resume:
         _check_empty(path)
 
@@ -149,7 +149,7 @@ class RunDir:
                 tmp.unlink()  # left by a write that was killed: no run writes here but this one
             self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         except BaseException:
-            self._lock.close()
+            self._lock.release()
             raise
         self.keep = max(1, keep)
         self.sinks: list[MetricSink] = [TensorBoardEvents(self.path, resumed_at)]
@@ -198,16 +198,16 @@ class RunDir:
             for sink in self.sinks:
                 sink.close()
         finally:
-            self._lock.close()
+            self._lock.release()
 
 
-def _lock(path: Path) -> IO:
-    """The run directory's lock file, locked; raises at once if another live run holds it."""
-    lock = open(path / LOCK_FILE, "a")  # noqa: SIM115 (held for the run's life, closed by RunDir.close())
+def _lock(path: Path) -> FileLock:
+    """The run directory's lock, held; raises at once if another live run holds it. filelock's: an flock on
+    Linux and macOS, a Windows lock there; the kernel drops it with a process however that process dies."""
+    lock = FileLock(path / LOCK_FILE, preserve_lock_file=True)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
+        lock.acquire(timeout=0)
+    except Timeout:
         raise RunDirInUseError(
             f"{path} is in use by a live run; wait for it to end, or choose a new run directory"
         ) from None
