@@ -7,6 +7,11 @@ return and ``restarts`` (from its ``metrics.jsonl``), the kills so far and the t
 a row says what was left over (processes, VizDoom's /dev/shm entries). ``--undisturbed`` runs the same without
 kills: the curve to compare with.
 
+Kills hit the training envs: a live worker of theirs, or a game of one (a worker whose games used CPU in the last
+second; the evaluation envs idle between evaluations). A game of a worker that was killed already is not a new
+failure: until the owner replaces that worker, its games live on, orphaned, and a kill of one would be counted
+twice (chunks 1 and 2, to 80 minutes, chose among all games and counted 5 such kills, one per worker kill).
+
     python benchmarks/long_run_kills.py --run-dir runs/doombasic_kills --chunk-minutes 40
     python benchmarks/long_run_kills.py --run-dir runs/doombasic_calm --chunk-minutes 40 --undisturbed
 """
@@ -28,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_row, host, rows_of  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "long_run_kills.csv"
+WORKER_KILL_DELAY = 30.0  # seconds after each --worker-kill-every mark
 COLUMNS = [
     "run", "mode", "minutes", "env_steps", "mean_return", "eval_return", "eval_seconds", "restarts", "game_kills",
     "worker_kills", "trainer_rss_mb", "left_processes", "left_shm", "host",
@@ -50,13 +56,21 @@ def run_figures(run_dir: Path) -> dict:
     }
 
 
-def games_of(trainer: psutil.Process) -> list[psutil.Process]:
-    return [p for p in trainer.children(recursive=True) if p.name() == "vizdoom"]
+def busy_workers(trainer: psutil.Process, cpu_before: dict[int, float]) -> list[psutil.Process]:
+    """The trainer's env workers whose games used CPU since the last call (``cpu_before``, updated): the training
+    envs' live workers."""
+    busy = []
+    for worker in trainer.children():
+        games = [p for p in worker.children(recursive=True) if p.name() == "vizdoom"]
+        cpu = sum(sum(g.cpu_times()[:2]) for g in games)
+        if games and cpu > cpu_before.get(worker.pid, float("inf")):
+            busy.append(worker)
+        cpu_before[worker.pid] = cpu
+    return busy
 
 
-def workers_of(trainer: psutil.Process) -> list[psutil.Process]:
-    """The trainer's env workers: its children that run games."""
-    return [c for c in trainer.children() if any(p.name() == "vizdoom" for p in c.children(recursive=True))]
+def games_of(workers: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for w in workers for p in w.children(recursive=True) if p.name() == "vizdoom"]
 
 
 def shm_names() -> set[str]:
@@ -105,6 +119,7 @@ def main() -> None:
     start = time.monotonic()
     next_row = 60.0
     rss = 0.0
+    cpu_before: dict[int, float] = {}
     while trainer_proc.poll() is None:
         time.sleep(1.0)
         elapsed = time.monotonic() - start
@@ -112,16 +127,15 @@ def main() -> None:
         try:
             rss = trainer.memory_info().rss / 2**20 or rss  # 0 once it exited, before it is reaped
             if not args.undisturbed:
-                if training >= (game_kills + 1) * args.game_kill_every:
-                    games = games_of(trainer)
-                    if games:
-                        games[0].kill()
-                        game_kills += 1
-                if training >= (worker_kills + 1) * args.worker_kill_every:
-                    workers = workers_of(trainer)
-                    if workers:
-                        os.kill(workers[-1].pid, signal.SIGKILL)
-                        worker_kills += 1
+                workers = busy_workers(trainer, cpu_before)
+                if training >= (game_kills + 1) * args.game_kill_every and games_of(workers):
+                    games_of(workers)[0].kill()
+                    game_kills += 1
+                # 30 s after the game kill due at the same time (every 30 min), not with it: it could hit that
+                # game's worker before the game's failure was reported, and two kills would be one failure
+                elif training >= (worker_kills + 1) * args.worker_kill_every + WORKER_KILL_DELAY and workers:
+                    os.kill(workers[-1].pid, signal.SIGKILL)
+                    worker_kills += 1
         except psutil.Error:
             continue
         if elapsed >= next_row:
