@@ -200,3 +200,22 @@ def test_dashboard_keeps_showing_the_latest_evaluation_and_the_restarts() -> Non
     text = console.export_text()
     assert "evaluation (mean return)" in text and "123.50 at 1,000 steps" in text
     assert "restarts" in text and " 3" in text
+
+
+def test_live_in_a_notebook_without_ipywidgets_prints_progress_lines_and_says_why(monkeypatch, capsys, tmp_path):
+    """rich draws a notebook's live display through ipywidgets, and without it only warns at every frame."""
+    import warnings
+
+    import rich.console
+
+    from vecfast.trainers import train
+
+    monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # rich's 'install "ipywidgets"' would fail the run
+        train("CartPole-v1", algo="ppo", total_env_steps=256, run_dir=tmp_path / "run", live=True, num_workers=2,
+              num_envs_per_worker=2, rollout=16, batch_size=64, print_every_sec=0)  # fmt: skip
+    err = capsys.readouterr().err
+    assert "live=True in a notebook needs ipywidgets (pip install 'vecfast[notebook]'): progress lines instead" in err
+    assert "vecfast train: done at 256 env steps" in err

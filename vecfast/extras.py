@@ -30,6 +30,7 @@ EXTRA_OF = {
     "imageio_ffmpeg": "video",
     "PIL": "video",
     "ale_py": "atari",
+    "ipywidgets": "notebook",
 }
 TORCH_FIRST = "on a CPU-only machine, pip install torch==2.13.0 first: an unpinned torch pulls a CUDA build"
 OPENCV = "pip install opencv-python-headless (or opencv-python: either provides cv2; vecfast forces neither)"

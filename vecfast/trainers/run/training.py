@@ -58,7 +58,7 @@ from vecfast.trainers.run.run_spec import RunSpec, resolve_run, train_arguments
 from vecfast.trainers.run.runtime import resolve_device
 from vecfast.trainers.run.step_timeout import RunStepTimeout
 from vecfast.trainers.tools.tune import available_cores
-from vecfast.trainers.tools.viewer import LiveDashboard
+from vecfast.trainers.tools.viewer import LiveDashboard, dashboard_unavailable
 from vecfast.vector.process_cleanup import watch_owner
 
 if TYPE_CHECKING:
@@ -462,6 +462,8 @@ class _TrainingLoop:
     def run(self, total_env_steps: int, live: bool, steps_at_start: int) -> dict[str, Any]:
         """Train until ``total_env_steps`` (by all ranks), the time limit or a stop request; the summary stats."""
         cfg, run = self.cfg, self.run_dir
+        cannot_draw = dashboard_unavailable() if live else None
+        live = live and cannot_draw is None
         every = None if live or run is None else cfg.print_every_sec
         progress = ProgressPrinter(every, total_env_steps, time_limit=cfg.train_for_seconds)
         start = time.perf_counter()
@@ -474,6 +476,8 @@ class _TrainingLoop:
             + (f" per rank x {collective.world_size()} ranks" if collective.is_distributed() else "")
             + f", {total_env_steps:,} env steps; run dir {run.path if run else '(rank 0)'}"
         )
+        if cannot_draw is not None:
+            progress.note(cannot_draw)
         with _StopRequest() as stop, dashboard or contextlib.nullcontext():
             try:
                 for iteration in self.trainer.iterations():

@@ -10,6 +10,7 @@ resizes) until the run finishes, or ``q`` / Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -265,6 +266,21 @@ def _selfplay_table(m: dict[str, Any]) -> Table | None:
         "games vs latest / snapshots", f"{m.get('games_vs_latest', 0):,.0f} / {m.get('games_vs_snapshots', 0):,.0f}"
     )
     return table
+
+
+def dashboard_unavailable() -> str | None:
+    """Why ``train(live=True)`` cannot draw here, or None: in a notebook, rich draws through ipywidgets, and
+    without it only warns at every frame; training then prints its progress lines instead."""
+    if not Console().is_jupyter or _installed("ipywidgets"):
+        return None
+    return "live=True in a notebook needs ipywidgets (pip install 'vecfast[notebook]'): progress lines instead"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # a module set to None in sys.modules: not importable
+        return False
 
 
 class LiveDashboard:
