@@ -109,12 +109,41 @@ POINTNAV_RECIPE: dict[str, Any] = {
     "unnormalized_inputs": ("pointgoal_with_gps_compass",),
     "prev_action_embedding": 32,
 }
+# Atari (ale-py's ALE/ ids, stepped by its AtariVectorEnv: 84x84 gray frames stacked 4, frame skip 4, noop
+# starts, rewards clipped to [-1, 1]): CleanRL's ppo_atari settings (Huang et al. 2022, "The 37 implementation
+# details of PPO"), which Sample Factory's Atari examples share in the essentials: the Nature CNN (32 8x8/4, 64
+# 4x4/2, 64 3x3/1, a 512 ReLU layer), no recurrence, 8 envs of 128 steps in 4 minibatches, 4 epochs, 2.5e-4
+# annealed to 0, clip 0.1, entropy 0.01, gradient norm 0.5; pixels scaled to [0, 1] only and returns unscaled, as
+# there.
+ATARI_RECIPE: dict[str, Any] = {
+    "num_workers": 2,
+    "num_envs_per_worker": 4,
+    "rollout": 128,
+    "batch_size": 256,
+    "num_batches_per_epoch": 4,
+    "num_epochs": 4,
+    "encoder_conv_architecture": "convnet_atari",
+    "encoder_conv_mlp_layers": (512,),
+    "use_rnn": False,
+    "nonlinearity": "relu",
+    "normalize_input": False,
+    "normalize_returns": False,
+    "learning_rate": 2.5e-4,
+    "lr_schedule": "linear_decay",
+    "ppo_clip_ratio": 0.1,
+    "exploration_loss_coeff": 0.01,
+    "value_loss_coeff": 0.5,
+    "max_grad_norm": 0.5,
+    "env_frameskip": 4,  # AtariVectorEnv's frame skip: fps counts frames, as Atari results do
+}
 ENV_RECIPES: dict[str, dict[str, Any]] = {"vecfast/PointNav-v0": POINTNAV_RECIPE}
+NAMESPACE_RECIPES: dict[str, dict[str, Any]] = {"ALE": ATARI_RECIPE}
 
 
 def env_recipe(env_id: str | None) -> dict[str, Any]:
-    """The settings an env trains best with (empty for most)."""
-    return dict(ENV_RECIPES.get(env_id or "", {}))
+    """The settings an env trains best with: its own, or its namespace's (``ALE/``); empty for most."""
+    namespace, _, _ = (env_id or "").rpartition(":")[2].rpartition("/")
+    return dict(ENV_RECIPES.get(env_id or "", NAMESPACE_RECIPES.get(namespace, {})))
 
 
 @dataclass(frozen=True)

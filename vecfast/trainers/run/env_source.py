@@ -10,7 +10,8 @@ An id is vectorised one of two ways, and a run records which (``config.json``'s 
 what evaluates or exports it sees the observations it trained on:
 
 - ``"vector_entry_point"``: the id's own batched simulator (PointNav's renderer, ale-py's preprocessed
-  ``AtariVectorEnv``), where it has one and the scheme steps every env at once;
+  ``AtariVectorEnv``), where it has one and the scheme steps every env at once, or where it double-buffers
+  by itself (ale-py's: :mod:`~vecfast.vector.batched_send_recv`) for a scheme that double-buffers;
 - ``"shared_memory"``: an :class:`~vecfast.vector.AsyncSharedMemVectorEnv` of single envs, which a
   double-buffered scheme needs for ``send``/``recv`` and which every env renders through.
 """
@@ -24,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
-from gymnasium.envs.registration import _find_spec  # make_vec's own id lookup
+from gymnasium.envs.registration import _find_spec, load_env_creator  # make_vec's own id lookup
 from gymnasium.vector import VectorEnv
 
+from vecfast.vector.batched_send_recv import BatchedSendRecv, has_own_send_recv
 from vecfast.vector.make import SHARED_MEMORY_MODE, import_env_provider, make_vec
 
 VECTOR_ENTRY_POINT = "vector_entry_point"
@@ -90,8 +92,9 @@ class EnvSource:
         """How an id is vectorised for a scheme (see the module docstring); None for other sources."""
         if self.id is None:
             return None
-        if not double_buffered and _find_spec(self.id).vector_entry_point is not None:
-            return VECTOR_ENTRY_POINT  # a batched simulator beats any process pool
+        entry_point = _find_spec(self.id).vector_entry_point
+        if entry_point is not None and (not double_buffered or has_own_send_recv(load_env_creator(entry_point))):
+            return VECTOR_ENTRY_POINT  # a batched simulator beats any process pool (ALE's double-buffers itself)
         return SHARED_MEMORY_MODE
 
     def build(
@@ -129,7 +132,10 @@ class EnvSource:
         if vectorization not in VECTORIZATIONS:
             raise ValueError(f"vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}")
         if vectorization == VECTOR_ENTRY_POINT and render_mode is None:
-            return make_vec(self.id, num_envs=num_envs, vectorization_mode=VECTOR_ENTRY_POINT, **kwargs)
+            if batch_size is not None:  # double buffering through the simulator's own send/recv
+                kwargs["batch_size"] = batch_size
+            env = make_vec(self.id, num_envs=num_envs, vectorization_mode=VECTOR_ENTRY_POINT, **kwargs)
+            return env if batch_size is None else BatchedSendRecv(env)
         vector_kwargs: dict[str, Any] = {"start_timeout": start_timeout}
         if restart_failed_workers:
             vector_kwargs["restart_failed_workers"] = True

@@ -1,0 +1,71 @@
+"""Atari through ale-py's own AtariVectorEnv: its batched async mode as vecfast's send/recv (each env's trajectory
+that of the same env stepped synchronously), APPO double-buffering it without a process pool, and the Atari recipe
+(CleanRL's settings) for ALE/ ids."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ale_py.vector_env import AtariVectorEnv
+
+from vecfast.trainers import train
+from vecfast.trainers.run.defaults import ATARI_RECIPE
+from vecfast.vector.batched_send_recv import BatchedSendRecv
+
+STEPS = 30
+
+
+def action(env: int, t: int) -> int:
+    return (env * 7 + t * 3) % 6
+
+
+def test_each_env_steps_through_the_async_mode_as_it_does_synchronously():
+    reference = AtariVectorEnv("pong", num_envs=4, num_threads=2)
+    obs, _ = reference.reset(seed=5)
+    expected = {i: [obs[i].copy()] for i in range(4)}
+    for t in range(STEPS):
+        obs, *_ = reference.step(np.array([action(i, t) for i in range(4)]))
+        for i in range(4):
+            expected[i].append(obs[i].copy())
+    env = BatchedSendRecv(AtariVectorEnv("pong", num_envs=4, batch_size=2, num_threads=2))
+    env.async_reset(seed=5)
+    steps, got = dict.fromkeys(range(4), 0), {i: [] for i in range(4)}
+    while min(steps.values()) <= STEPS:
+        obs, _, _, _, info = env.recv()
+        assert len(info["env_id"]) == 2
+        for row, i in enumerate(info["env_id"]):
+            got[i].append(obs[row].copy())
+        env.send(np.array([action(i, steps[i]) for i in info["env_id"]]), info["env_id"])
+        for i in info["env_id"]:
+            steps[i] += 1
+    for i in range(4):
+        np.testing.assert_array_equal(np.stack(got[i][: STEPS + 1]), np.stack(expected[i]))
+    reference.close()
+    env.close()
+
+
+def test_send_acts_on_the_envs_of_the_last_recv_only():
+    env = BatchedSendRecv(AtariVectorEnv("pong", num_envs=4, batch_size=2, num_threads=1))
+    env.async_reset(seed=0)
+    with pytest.raises(RuntimeError, match=r"send\(\) before recv\(\)"):
+        env.send(np.zeros(2, np.int64), np.array([0, 1]))
+    _, _, _, _, info = env.recv()
+    others = np.setdiff1d(np.arange(4), info["env_id"])
+    with pytest.raises(ValueError, match="this simulator acts on the envs of the last recv"):
+        env.send(np.zeros(2, np.int64), others)
+    env.close()
+
+
+def test_appo_on_pong_double_buffers_ales_vector_env_with_the_atari_recipe(tmp_path: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # "without double buffering (about half as fast)" would fail
+        result = train("ALE/Pong-v5", algo="appo", total_env_steps=2048, run_dir=tmp_path / "run", seed=0)
+    written = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert written["vectorization"] == "vector_entry_point" and written["num_envs"] == 8
+    recipe = {key: list(value) if isinstance(value, tuple) else value for key, value in ATARI_RECIPE.items()}
+    assert {key: written["config"][key] for key in recipe} == recipe
+    assert result.stats["env_frames"] == 4 * result.stats["env_steps"]
