@@ -69,3 +69,18 @@ def test_appo_on_pong_double_buffers_ales_vector_env_with_the_atari_recipe(tmp_p
     recipe = {key: list(value) if isinstance(value, tuple) else value for key, value in ATARI_RECIPE.items()}
     assert {key: written["config"][key] for key in recipe} == recipe
     assert result.stats["env_frames"] == 4 * result.stats["env_steps"]
+
+
+def test_appo_double_buffers_envpools_own_async_api(tmp_path: Path):
+    """EnvPool's vector env (async_reset without a seed: seeded when made) is APPO's env as it is."""
+    envpool = pytest.importorskip("envpool")
+
+    def pong() -> object:
+        return envpool.make_gymnasium("Pong-v5", num_envs=4, batch_size=2, seed=3)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        result = train(pong, algo="appo", total_env_steps=1024, run_dir=tmp_path / "run", num_workers=2,
+                       num_envs_per_worker=2, rollout=32, batch_size=64, use_rnn=False)  # fmt: skip
+    assert result.stats["env_steps"] >= 1024
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["env"] == "AtariGymnasiumEnvPool"

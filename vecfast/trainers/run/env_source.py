@@ -156,7 +156,7 @@ class EnvSource:
         if isinstance(self.env, types.ModuleType):
             return self.env.__name__
         spec = getattr(built.unwrapped, "spec", None) or getattr(built, "spec", None)
-        return spec.id if spec is not None else type(built.unwrapped).__name__
+        return getattr(spec, "id", None) or type(built.unwrapped).__name__  # (EnvPool's spec has no id)
 
 
 def source_of_run(env: str, kwargs: Mapping[str, Any]) -> EnvSource:

@@ -24,6 +24,7 @@ the same inference that chooses the next action. A vector env without ``send``/`
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import queue
 import threading
 import time
@@ -216,8 +217,12 @@ class Sampler:
         self.episodes_started = np.zeros(n, dtype=np.int64)
 
     def reset(self) -> Received:
-        """Reset every env (seeded with ``seed``) and return the first observations."""
-        self.env.async_reset(seed=self.seed)
+        """Reset every env (seeded with ``seed``, where the env's ``async_reset`` takes one: EnvPool's envs are
+        seeded when made) and return the first observations."""
+        if "seed" in inspect.signature(self.env.async_reset).parameters:
+            self.env.async_reset(seed=self.seed)
+        else:
+            self.env.async_reset()
         self._choose_policies(np.arange(self.num_envs))
         return self.observe()
 
