@@ -115,3 +115,8 @@ def test_videos_of_pettingzoo_games_are_refused_at_the_start(tmp_path: Path) -> 
     with pytest.raises(ValueError, match="video_every_env_steps: not for runs of PettingZoo games"):
         train(connect_four_v3, algo="ppo", total_env_steps=256, run_dir=tmp_path / "run", video_every_env_steps=128,
               **FAST)  # fmt: skip
+
+
+def test_no_wandb_process_outlives_the_run(tmp_path: Path, process_guard) -> None:
+    train("CartPole-v1", algo="ppo", total_env_steps=256, run_dir=tmp_path / "run", **WANDB, **FAST)
+    assert process_guard.new_descendants() == []

@@ -122,3 +122,4 @@ class WeightsAndBiases:
         if self._run is not None:
             self._run.finish()
             self._run = None
+            self.wandb.teardown()  # its service process ends with the run, not at the interpreter's exit
