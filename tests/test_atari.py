@@ -84,3 +84,19 @@ def test_appo_double_buffers_envpools_own_async_api(tmp_path: Path):
                        num_envs_per_worker=2, rollout=32, batch_size=64, use_rnn=False)  # fmt: skip
     assert result.stats["env_steps"] >= 1024
     assert json.loads((tmp_path / "run" / "config.json").read_text())["env"] == "AtariGymnasiumEnvPool"
+
+
+def test_videos_of_an_atari_run_show_the_policy_what_it_trained_on(tmp_path: Path, capfd):
+    """The batched simulator renders nothing: single games under gymnasium's AtariPreprocessing and a 4-frame
+    stack give the policy its 4x84x84 observations while they render, quietly (no ALE banner)."""
+    from helpers import decoded
+
+    from vecfast.trainers.tools.enjoy import enjoy
+
+    train("ALE/Pong-v5", algo="ppo", total_env_steps=1024, run_dir=tmp_path / "run", seed=0)
+    capfd.readouterr()
+    result = enjoy(tmp_path / "run", episodes=1, max_steps=40, video=tmp_path / "pong.mp4")
+    assert result.lengths == (40,)
+    meta, frames = decoded(tmp_path / "pong.mp4")
+    assert meta["size"] == (160, 210) and len(frames) == 40
+    assert "A.L.E" not in capfd.readouterr().err

@@ -136,6 +136,11 @@ class EnvSource:
                 kwargs["batch_size"] = batch_size
             env = make_vec(self.id, num_envs=num_envs, vectorization_mode=VECTOR_ENTRY_POINT, **kwargs)
             return env if batch_size is None else BatchedSendRecv(env)
+        wrappers = []
+        if vectorization == VECTOR_ENTRY_POINT and self.id.rpartition(":")[2].startswith("ALE/"):
+            from vecfast.envs.atari import SINGLE_ENV_KWARGS, as_the_vector_env_sees_it
+
+            kwargs, wrappers = dict(SINGLE_ENV_KWARGS), [as_the_vector_env_sees_it]  # to render what it trained on
         vector_kwargs: dict[str, Any] = {"start_timeout": start_timeout}
         if restart_failed_workers:
             vector_kwargs["restart_failed_workers"] = True
@@ -146,8 +151,9 @@ class EnvSource:
         if render_mode is not None:
             kwargs["render_mode"] = render_mode
         return make_vec(
-            self.id, num_envs=num_envs, vectorization_mode=SHARED_MEMORY_MODE, vector_kwargs=vector_kwargs, **kwargs
-        )
+            self.id, num_envs=num_envs, vectorization_mode=SHARED_MEMORY_MODE, vector_kwargs=vector_kwargs,
+            wrappers=wrappers, **kwargs,
+        )  # fmt: skip
 
     def name(self, built: VectorEnv) -> str:
         """What the run calls its env: the id, a PettingZoo module's dotted name, else the built env's spec or class."""
