@@ -99,7 +99,9 @@ def test_every_config_option_says_what_it_does_and_its_default() -> None:
     assert set(docs) == {field.name for field in fields}  # a new key needs its docstring
     subcommands = build_parser()._actions[-1].choices
     for command in ("train", "tune"):
-        actions = {action.dest: action for action in subcommands[command]._actions}
+        actions: dict = {}
+        for action in subcommands[command]._actions:  # a boolean's --no-key comes second, with no help of its own
+            actions.setdefault(action.dest, action)
         for field in fields:
             if command == "tune" and field.name in config_module.TUNED_KEYS:
                 assert field.name not in actions

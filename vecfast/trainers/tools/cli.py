@@ -52,20 +52,14 @@ def _value_parser(kinds: list[type], words: dict[str, Any]) -> Callable[[str], A
     return parse
 
 
-class _BooleanFlag(argparse.BooleanOptionalAction):
-    """``--key`` (true), ``--no-key`` (false), or Sample Factory's ``--key true|false``."""
+class _BooleanFlag(argparse.Action):
+    """``--key`` (true) or Sample Factory's ``--key true|false``; ``--no-key`` (false) is added beside it."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, **kwargs)
-        self.nargs = "?"
-        self.metavar = "true|false"
-        self.type = _value_parser([bool], {})
+        super().__init__(option_strings, dest, nargs="?", const=True, type=_value_parser([bool], {}), **kwargs)
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
-        if option_string in self.option_strings:
-            negated = option_string.startswith("--no-")
-            value = True if values is None else values
-            setattr(namespace, self.dest, not value if negated else value)
+        setattr(namespace, self.dest, values)
 
 
 def _value_kwargs(name: str, hint: Any) -> dict[str, Any]:
@@ -73,7 +67,7 @@ def _value_kwargs(name: str, hint: Any) -> dict[str, Any]:
     args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     kinds = [arg for arg in args if arg is not type(None)]
     if kinds == [bool] and len(args) == 1:
-        return {"action": _BooleanFlag}
+        return {"action": _BooleanFlag, "metavar": "true|false"}
     if typing.get_origin(kinds[0]) is tuple:
         item = typing.get_args(kinds[0])[0]
         return {"nargs": "*", "type": item, "metavar": "N" if item is int else "KEY"}
@@ -154,7 +148,8 @@ def _add_config_options(
     )
     parser.add_argument_group(
         "config",
-        f"TrainConfig keys by concern, {shown}; a resumed run keeps its config. 'none' sets an optional key to None.",
+        f"TrainConfig keys by concern, {shown}; a resumed run keeps its config. 'none' sets an optional key to None; "
+        "a boolean is --key, --key true|false or --no-key.",
     )
     values = defaults.values if defaults is not None else {}
     fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
@@ -166,6 +161,10 @@ def _add_config_options(
             text = f"{docs.get(field.name, '')} (default: {_shown(default)})".replace("%", "%%")
             kwargs = _value_kwargs(field.name, hints[field.name])
             group.add_argument(*names, dest=field.name, default=argparse.SUPPRESS, help=text, **kwargs)
+            if kwargs.get("action") is _BooleanFlag:
+                negated = [f"--no-{name.removeprefix('--')}" for name in names]
+                group.add_argument(*negated, dest=field.name, action="store_false", default=argparse.SUPPRESS,
+                                   help=argparse.SUPPRESS)  # fmt: skip
 
 
 def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
