@@ -120,3 +120,21 @@ def test_videos_of_pettingzoo_games_are_refused_at_the_start(tmp_path: Path) -> 
 def test_no_wandb_process_outlives_the_run(tmp_path: Path, process_guard) -> None:
     train("CartPole-v1", algo="ppo", total_env_steps=256, run_dir=tmp_path / "run", **WANDB, **FAST)
     assert process_guard.new_descendants() == []
+
+
+def test_two_sittings_within_one_second_keep_both_event_files(tmp_path: Path, monkeypatch) -> None:
+    """tensorboardX names an event file by the second it opens it: a resumed run that starts within the same second
+    (CI did) overwrote its last sitting's events."""
+    import tensorboardX.event_file_writer
+
+    from vecfast.trainers.run.metric_sinks import TensorBoardEvents
+
+    monkeypatch.setattr(tensorboardX.event_file_writer.time, "time", lambda: 1_800_000_000.0)
+    for resumed_at, steps in ((None, 64), (64, 128)):
+        events = TensorBoardEvents(tmp_path, resumed_at)
+        events.log({"env_steps": steps, "loss": 1.0})
+        events.close()
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    assert [event.step for event in accumulator.Scalars("loss")] == [64, 128]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,7 +51,10 @@ class TensorBoardEvents:
             from tensorboardX import SummaryWriter
 
             purge_step = None if self.resumed_at is None else self.resumed_at + 1
-            self._writer = SummaryWriter(str(self.path), purge_step=purge_step)
+            # tensorboardX names the file by the second it opens it: a resumed sitting that starts within the same
+            # second would overwrite the last sitting's file. Nanoseconds keep the names apart and in order.
+            unique = f".{time.time_ns():020d}.{os.getpid()}"
+            self._writer = SummaryWriter(str(self.path), purge_step=purge_step, filename_suffix=unique)
         return self._writer
 
     def log(self, metrics: dict[str, Any]) -> None:
