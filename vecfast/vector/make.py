@@ -20,11 +20,17 @@ SHARED_MEMORY_MODE = "shared_memory"
 ENV_PROVIDERS = {"ALE": ("ale_py", "ale-py")}
 
 
+def env_namespace(id: str) -> str | None:
+    """The namespace of an env id (``"ALE"`` of ``"ALE/Pong-v5"`` and ``"ale_py:ALE/Pong-v5"``), None without one."""
+    name = id.rpartition(":")[2]
+    return name.partition("/")[0] if "/" in name else None
+
+
 def import_env_provider(id: str) -> None:
     """Import the package that registers ``id``'s namespace, if it is one of :data:`ENV_PROVIDERS` and not
     registered yet, so that ``"ALE/Pong-v5"`` works as ``"ale_py:ALE/Pong-v5"`` does; an ImportError says what
     to install. (``"module:Id"`` imports its module in gymnasium's own lookup.)"""
-    namespace = id.rpartition(":")[2].partition("/")[0] if "/" in id else None
+    namespace = env_namespace(id)
     if namespace not in ENV_PROVIDERS or any(spec.namespace == namespace for spec in gymnasium.registry.values()):
         return
     module, package = ENV_PROVIDERS[namespace]

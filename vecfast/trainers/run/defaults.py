@@ -23,6 +23,7 @@ from gymnasium import spaces
 from vecfast.trainers.algorithm.models import is_board, is_image, observation_spaces
 from vecfast.trainers.config import TrainConfig, split_num_envs
 from vecfast.trainers.registry import Recipe
+from vecfast.vector.make import env_namespace
 
 VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     "use_rnn": False,
@@ -142,8 +143,9 @@ NAMESPACE_RECIPES: dict[str, dict[str, Any]] = {"ALE": ATARI_RECIPE}
 
 def env_recipe(env_id: str | None) -> dict[str, Any]:
     """The settings an env trains best with: its own, or its namespace's (``ALE/``); empty for most."""
-    namespace, _, _ = (env_id or "").rpartition(":")[2].rpartition("/")
-    return dict(ENV_RECIPES.get(env_id or "", NAMESPACE_RECIPES.get(namespace, {})))
+    if env_id is None:
+        return {}
+    return dict(ENV_RECIPES.get(env_id, NAMESPACE_RECIPES.get(env_namespace(env_id) or "", {})))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from gymnasium.envs.registration import _find_spec, load_env_creator  # make_vec
 from gymnasium.vector import VectorEnv
 
 from vecfast.vector.batched_send_recv import BatchedSendRecv, has_own_send_recv
-from vecfast.vector.make import SHARED_MEMORY_MODE, import_env_provider, make_vec
+from vecfast.vector.make import SHARED_MEMORY_MODE, env_namespace, import_env_provider, make_vec
 
 VECTOR_ENTRY_POINT = "vector_entry_point"
 VECTORIZATIONS = (VECTOR_ENTRY_POINT, SHARED_MEMORY_MODE)
@@ -137,7 +137,7 @@ class EnvSource:
             env = make_vec(self.id, num_envs=num_envs, vectorization_mode=VECTOR_ENTRY_POINT, **kwargs)
             return env if batch_size is None else BatchedSendRecv(env)
         wrappers = []
-        if vectorization == VECTOR_ENTRY_POINT and self.id.rpartition(":")[2].startswith("ALE/"):
+        if vectorization == VECTOR_ENTRY_POINT and env_namespace(self.id) == "ALE":
             from vecfast.envs.atari import SINGLE_ENV_KWARGS, as_the_vector_env_sees_it
 
             kwargs, wrappers = dict(SINGLE_ENV_KWARGS), [as_the_vector_env_sees_it]  # to render what it trained on

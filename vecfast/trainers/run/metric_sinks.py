@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from tensorboardX import SummaryWriter
+from tensorboardX.proto.summary_pb2 import Summary
+
 from vecfast.extras import require
 
 WANDB_ID_FILE = "wandb_run_id"  # a resumed run goes on in the same W&B run
@@ -44,12 +47,10 @@ class TensorBoardEvents:
 
     def __init__(self, path: Path, resumed_at: int | None) -> None:
         self.path, self.resumed_at = path, resumed_at
-        self._writer: Any = None
+        self._writer: SummaryWriter | None = None
 
-    def _open(self) -> Any:
+    def _open(self) -> SummaryWriter:
         if self._writer is None:
-            from tensorboardX import SummaryWriter
-
             purge_step = None if self.resumed_at is None else self.resumed_at + 1
             # tensorboardX names the file by the second it opens it: a resumed sitting that starts within the same
             # second would overwrite the last sitting's file. Nanoseconds keep the names apart and in order.
@@ -58,8 +59,6 @@ class TensorBoardEvents:
         return self._writer
 
     def log(self, metrics: dict[str, Any]) -> None:
-        from tensorboardX.proto.summary_pb2 import Summary
-
         writer = self._open()
         # one event for all the numbers: add_scalar per number costs ~100 us each, in the learner's thread
         values = [Summary.Value(tag=key, simple_value=value) for key, value in numbers_of(metrics).items()]
@@ -68,8 +67,6 @@ class TensorBoardEvents:
 
     def video(self, path: Path, gif: bytes, size: tuple[int, int], env_steps: int) -> None:
         """As TensorBoard holds videos: an animated gif in an image summary (its Images tab plays it)."""
-        from tensorboardX.proto.summary_pb2 import Summary
-
         width, height = size
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
         writer = self._open()
