@@ -255,27 +255,63 @@ def test_built_in_bots_join_networked_matches(module: Any, num_bots: int, proces
     assert games() == []
 
 
-def test_vector_env_starts_all_matches_again_when_a_game_dies(process_guard: Any) -> None:
+def match_of_game(game: psutil.Process, ports: list[int]) -> int:
+    """The match whose host's port a game's command line names (``-port P`` hosts, ``-join 127.0.0.1:P`` joins)."""
+    args = " ".join(game.cmdline())
+    return next(m for m, port in enumerate(ports) if f"-port {port} " in args or f"127.0.0.1:{port} " in args)
+
+
+CAUSE = {"host": "raised", "joiner": "raised", "stopped host": "stalled", "worker": "died"}  # restart records
+
+
+@pytest.mark.parametrize("victim", list(CAUSE))
+def test_a_dead_game_restarts_its_match_only(victim: str, process_guard: Any) -> None:
+    """A killed game ends its match for both players (truncated, ``match_restarted``, one record) while the other
+    match plays on; the match's other game, which would hang, is gone too; the next step starts the new match.
+    A worker holds a player of every match of its group: its death (or a game that stalls, which stalls its worker
+    past the step timeout) ends them all."""
     env = doom_duel_v0.vector_env(2, timelimit_minutes=1.0, timeout=5.0)
     process_guard.watch(descendants())
+    shm_before = shm_entries()
     try:
         env.reset(seed=0)
         noop = np.tile(NOOP, (4, 1))
-        env.step(noop)
-        victims = games()
-        victims[0].kill()
-        for _ in range(10):
-            _, _, _, truncated, infos = env.step(noop)
+        for _ in range(3):
+            _, _, _, _, infos = env.step(noop)
+        before = games()
+        match = {g: match_of_game(g, env.ports) for g in before}
+        role = "-join" if victim == "joiner" else "-port"
+        game = next(g for g in before if match[g] == 0 and role in " ".join(g.cmdline()))
+        if victim == "worker":
+            os.kill(env.players.worker_pids[0], signal.SIGKILL)
+            ended = [0, 1, 2, 3]
+        elif victim == "stopped host":
+            os.kill(game.pid, signal.SIGSTOP)
+            ended = [0, 1, 2, 3]  # both workers wait on the stopped match past the step timeout
+        else:
+            game.kill()
+            ended = [0, 1]
+        started = time.monotonic()
+        for _ in range(5):  # a host may run a step ahead of its dead joiner
+            _, rewards, _, truncated, infos = env.step(noop)
             if "match_restarted" in infos:
                 break
-        assert truncated.all() and len(env.restarts) == 1
-        assert wait_gone(victims, timeout=5) == []
-        _, rewards, _, truncated, infos = env.step(noop)  # the reset step of the new matches
-        assert not truncated.any() and not infos["active"].any() and (rewards == 0).all()
+        assert time.monotonic() - started < 30
+        assert np.flatnonzero(truncated).tolist() == ended, (truncated, infos.get("match_restarted"))
+        assert np.flatnonzero(infos["_match_restarted"]).tolist() == ended and infos["restarted"][ended].all()
+        assert [r.env_indices for r in env.restarts] == [(0, 1), (2, 3)][: len(ended) // 2]
+        assert {r.cause for r in env.restarts} == {CAUSE[victim]}
+        dead = before if len(ended) == 4 else [g for g in before if match[g] == 0]
+        assert wait_gone(dead, timeout=5) == []  # the dead game's partner too: it would have hung
+        assert all(g.is_running() for g in before if g not in dead)  # the other match's games play on
+        _, rewards, _, truncated, infos = env.step(noop)  # the reset step of the new match
+        assert not truncated.any() and infos["active"].tolist() == [i not in ended for i in range(4)]
+        assert (rewards[ended] == 0).all()
         _, _, _, truncated, infos = env.step(noop)
-        assert infos["active"].all() and len(games()) == 4
+        assert infos["active"].all() and not truncated.any() and len(games()) == 4
     finally:
         env.close()
+    assert games() == [] and vizdoom_shm_left(shm_before) == set()
 
 
 def test_matches_step_half_at_a_time_through_send_and_recv(process_guard: Any) -> None:
@@ -309,39 +345,52 @@ def test_matches_step_half_at_a_time_through_send_and_recv(process_guard: Any) -
     assert games() == []
 
 
-def test_a_dead_game_restarts_the_matches_of_a_double_buffered_env(process_guard: Any) -> None:
-    """The half stepping when a game dies reports it at once; the other half when next sent; then each slot's next
-    send starts its new match (reward 0, not active)."""
+def test_a_dead_game_restarts_its_match_in_a_double_buffered_env(process_guard: Any) -> None:
+    """A game killed in each half: the stepping half's match reports its end within a recv or two (a game may run a
+    step ahead), the waiting half's when next sent, each with only its own two slots truncated; then each restarted
+    match's next send starts its new match (reward 0, not active) while the others play on."""
     env = doom_duel_v0.vector_env(4, timelimit_minutes=1.0, timeout=5.0, double_buffered=True)
     process_guard.watch(descendants())
+    noop = np.tile(NOOP, (4, 1))
     try:
         env.async_reset(seed=0)
         env.recv()
         env.send(np.tile(NOOP, (8, 1)), np.arange(8))
         _, _, _, _, infos = env.recv()
         waiting = infos["env_id"]  # with the caller; the other half steps
-        victims = games()
-        for game in victims:
+        stepping = np.setdiff1d(np.arange(8), waiting)
+        match = {g: match_of_game(g, env.ports) for g in games()}
+        victims = {
+            int(half[0]) // 2: next(g for g, m in match.items() if m == half[0] // 2) for half in (stepping, waiting)
+        }
+        for game in victims.values():
             game.kill()
-        for _ in range(10):  # the stepping half finds its games dead (a step under way may still finish)
-            _, _, _, truncated, infos = env.recv()
-            if "match_restarted" in infos:
-                break
-            env.send(np.tile(NOOP, (4, 1)), infos["env_id"])
-        stepping = infos["env_id"]
-        assert truncated.all() and set(stepping.tolist()).isdisjoint(waiting.tolist()) and len(env.restarts) == 1
-        env.send(np.tile(NOOP, (4, 1)), waiting)  # the other half reports its end when sent
-        _, rewards, _, truncated, infos = env.recv()
-        assert infos["env_id"].tolist() == waiting.tolist() and truncated.all() and "match_restarted" in infos
-        for half in (stepping, waiting):  # then each starts its new match
-            env.send(np.tile(NOOP, (4, 1)), half)
+        restarted = []
+        for half in (stepping, waiting):
+            if half is waiting:
+                env.send(noop, waiting)
+            for _ in range(3):
+                _, rewards, _, truncated, infos = env.recv()
+                assert infos["env_id"].tolist() == half.tolist()
+                if "match_restarted" in infos:
+                    break
+                env.send(noop, half)
+            ended = half[:2]  # the victim's match: the half's first
+            assert (
+                half[truncated].tolist() == ended.tolist()
+                and half[infos["_match_restarted"]].tolist() == ended.tolist()
+            )
+            restarted.append(ended)
+        assert [r.env_indices for r in env.restarts] == [tuple(ended.tolist()) for ended in restarted]
+        for half, ended in zip((stepping, waiting), restarted, strict=True):  # then each restarted match starts anew
+            env.send(noop, half)
             _, rewards, _, truncated, infos = env.recv()
-            assert infos["env_id"].tolist() == half.tolist()
-            assert not truncated.any() and not infos["active"].any() and (rewards == 0).all()
+            assert infos["env_id"].tolist() == half.tolist() and not truncated.any()
+            assert half[~infos["active"]].tolist() == ended.tolist() and (rewards[:2] == 0).all()
         env.step(np.tile(NOOP, (8, 1)))
         _, _, _, truncated, infos = env.step(np.tile(NOOP, (8, 1)))
         assert infos["active"].all() and not truncated.any() and len(games()) == 8
-        assert wait_gone(victims, timeout=5) == []
+        assert wait_gone(list(victims.values()), timeout=5) == []
     finally:
         env.close()
     assert games() == []

@@ -7,11 +7,14 @@ import functools
 import json
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 
 from vecfast.trainers import ActorCritic, evaluate, train
@@ -134,3 +137,44 @@ def test_ddppo_ranks_carry_on_through_a_failed_worker_and_count_the_jobs_restart
     assert marker.exists() and result.stats["env_steps"] >= 2048
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["restarts"] == 1  # one rank's worker, counted for the job
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_killed_doom_game_ends_its_duel_and_the_population_trains_on(tmp_path):
+    """Self-play in two Doom duels: a game killed mid-run ends its duel (one restart), the other duel plays on,
+    and the population's matches go on being scored."""
+    from vecfast.envs.doom import doom_duel_v0
+
+    killed = threading.Event()
+
+    def kill_a_game_once_training() -> None:
+        deadline = time.monotonic() + 120
+        while not killed.is_set() and time.monotonic() < deadline:
+            games = [p for p in psutil.Process().children(recursive=True) if p.name() == "vizdoom"]
+            metrics = tmp_path / "run" / "metrics.jsonl"
+            if len(games) == 4 and metrics.exists() and metrics.stat().st_size:  # training has begun
+                games[0].kill()
+                killed.set()
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_a_game_once_training, daemon=True)
+    killer.start()
+    result = train(
+        doom_duel_v0.vector_env(2, timelimit_minutes=0.05),  # 52 steps a match
+        algo="appo",
+        total_env_steps=6_000,
+        run_dir=tmp_path / "run",
+        num_policies=2,
+        use_rnn=False,
+        rollout=16,
+        batch_size=64,
+        print_every_sec=None,
+        seed=0,
+    )
+    killer.join()
+    assert killed.is_set() and result.stats["env_steps"] >= 6_000
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["restarts"] == 1
+    after = [row for row in rows if row["restarts"] == 1]
+    assert len(after) < len(rows) and len({row["policy_0_elo"] for row in after}) > 1  # matches scored after it

@@ -7,7 +7,9 @@ process starts also starts this reaper, which reads the games' VizDoom instance 
 the pipe's write end belongs to the owner, so the owner's death, however it happens,
 reaches the reaper as end-of-file, and the reaper kills the games still registered and
 removes their IPC files (a game's that exited on its own too) and directories, after
-reporting what the games printed (the run's log; stderr for what is not chatter).
+reporting what the games printed (the run's log; stderr for what is not chatter). The
+other games of their groups (the players of their matches, :mod:`~vecfast.envs.doom.game_groups`),
+which would hang without them, die too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 
 import psutil
 
+from vecfast.envs.doom.game_groups import end_groups_of
 from vecfast.envs.doom.ipc import unlink_ipc
 from vecfast.vector.process_cleanup import kill_processes
 
@@ -99,7 +102,9 @@ def serve() -> None:
             games[instance_id] = (proc, home)
         else:
             games.pop(line[1:].rstrip("\n"), None)
-    kill_processes([proc for proc, _ in games.values() if proc is not None])
+    running = [proc for proc, _ in games.values() if proc is not None]
+    end_groups_of(running)
+    kill_processes(running)
     unlink_ipc(games)
     for instance_id, (_, home) in games.items():
         _report_output(home, instance_id)

@@ -6,6 +6,7 @@ trainers (many matches) both play through :class:`DoomMatchesVectorEnv`.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import os
@@ -19,6 +20,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array
 
 from vecfast.envs.doom.full_game_env import checked_reward_shaping
+from vecfast.envs.doom.game_groups import end_group, new_group
 from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, MatchNetwork, PortTakenError
 from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
@@ -28,7 +30,9 @@ from vecfast.vector.shared_buffers import map_tree
 
 __all__ = ["DoomMatchesVectorEnv", "outcomes"]
 
-MATCH_FAILURES = (EnvError, StepTimeoutError, WorkerDiedError, PortTakenError)  # what tears the matches down
+MATCH_FAILURES = (EnvError, StepTimeoutError, WorkerDiedError, PortTakenError)  # what tears every match down
+PLAYER_RESTARTS_PER_SLOT = 10  # players rebuilt per slot within RESTART_WINDOW before a failure tears all down
+RESTART_WINDOW = 600.0
 
 
 def outcomes(frags: np.ndarray) -> list[str]:
@@ -82,14 +86,20 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
     calls take CPU from them (a 2-policy population in 4 duels under APPO on 2 cores: 0.91x the env frames/s of
     stepping all at once). The default, ``None``, double-buffers where the cores allow it.
 
-    Reliability: a failure anywhere (a player process that dies, a match that stops
-    answering for ``timeout`` seconds, a host that cannot start) tears down every match of
-    this env (its processes killed) and starts them again (in a fresh network, or on fresh
-    ports): each slot then reports ``truncated=True`` with ``info["match_restarted"]`` (the
-    reason) once (the slots stepping at once, and each other slot when it is next sent),
-    and its next step starts the new match. A start that fails (a host whose port another
-    process took meanwhile, games that do not connect) is tried again likewise, up to
-    ``max_start_attempts`` times in all.
+    Reliability: a game that dies (crashed or killed), or a match that stops answering for
+    ``timeout`` seconds, ends its match, and only its match: the match's other games are
+    killed (:mod:`~vecfast.envs.doom.game_groups`), its players rebuilt (the players' vector
+    env restarts failed envs and workers), and each of its slots reports ``truncated=True``
+    with ``info["match_restarted"]`` (the reason) and ``info["restarted"]``; its next step
+    starts the new match, on the same port. The other matches play on. A dead worker ends
+    the matches it held a player of. Each match restarted is one record in :attr:`restarts`.
+    Where that cannot heal (a rebuilt player that fails again, more than
+    ``10 x num_envs`` players rebuilt within 10 minutes, a host that cannot start), every
+    match of this env is torn down (its processes killed) and started again (in a fresh
+    network, or on fresh ports), each slot reporting the truncation once (the slots stepping
+    at once, and each other slot when it is next sent). A start that fails (a host whose
+    port another process took meanwhile, games that do not connect) is tried again likewise,
+    up to ``max_start_attempts`` times in all.
 
     The network (see :class:`~vecfast.envs.doom.multiplayer.player.MatchNetwork`): by default the
     games play in a private network of their own where the platform allows it
@@ -146,7 +156,7 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         self.double_buffered = double_buffered and per_worker >= 2 and per_worker % 2 == 0
         self.timeout = timeout
         self.max_start_attempts = max_start_attempts
-        self.restarts: list[Restart] = []  # each time every match was torn down and started again, and why
+        self.restarts: list[Restart] = []  # each match restarted (or all, torn down together), and why
         self._spin_us = spin_us
         self.num_bots = int(game_kwargs.get("num_bots", 0))
         self._game_kwargs = {"wad": wad, "connect_timeout": timeout, **game_kwargs}
@@ -176,9 +186,14 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
     def _start_players(self) -> AsyncSharedMemVectorEnv:
         launcher, self.ports = self.network.open(self.num_matches)
         n, m, kwargs = self.num_agents, self.num_matches, {**self._game_kwargs, "launcher": launcher}
-        fns = [functools.partial(DoomPlayerEnv, e // m, n, self.ports[e % m], **kwargs) for e in range(n * m)]
+        groups = [new_group() for _ in range(m)]  # a match's games die together
+        self._groups = groups
+        fns = [
+            functools.partial(DoomPlayerEnv, e // m, n, self.ports[e % m], group=groups[e % m], **kwargs)
+            for e in range(n * m)
+        ]
         try:
-            return AsyncSharedMemVectorEnv(
+            players = AsyncSharedMemVectorEnv(
                 fns,
                 copy=False,  # rows are gathered into slot order, which copies them anyway
                 num_workers=self.num_workers,
@@ -186,7 +201,12 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
                 autoreset_mode=AutoresetMode.NEXT_STEP,
                 step_timeout=self.timeout + 5.0,  # the games give up connecting after `timeout`
                 spin_us=self._spin_us,
+                restart_failed_workers=True,  # rebuilds the players of a match that ended (see the docstring)
+                max_restarts=PLAYER_RESTARTS_PER_SLOT * self.num_envs,
+                restart_window=RESTART_WINDOW,
             )
+            self._players_restarts_seen = 0
+            return players
         except BaseException:
             self.network.close()
             raise
@@ -269,20 +289,22 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
             raise NoAsyncCallError("recv() with no slot sent: send() actions first", "recv")
         try:
             obs, rewards, terminated, truncated, infos = self.players.recv(np.sort(self._env_of_slot[self._sent[0]]))
+            envs = np.asarray(infos.pop("env_id"))
+            order = np.argsort(self._slot_of_env[envs])
+            slots = self._slot_of_env[envs][order]
+            infos = info_rows(infos, order)
+            restarted = self._restarted_matches(slots, infos)
         except MATCH_FAILURES as exc:
             self._tear_down(exc)
             return self._held_results(np.flatnonzero(np.isin(self._phase, HELD)))
         self._sent.popleft()
-        envs = np.asarray(infos.pop("env_id"))
-        order = np.argsort(self._slot_of_env[envs])
-        slots = self._slot_of_env[envs][order]
         active = ~self._ended[slots]
-        terminated, truncated = terminated[order], truncated[order]
+        terminated, truncated = terminated[order], truncated[order] | restarted
         self._ended[slots] = terminated | truncated
         self._phase[slots] = SlotPhase.IDLE
-        infos = self._slot_infos(info_rows(infos, order), slots, active)
-        if self._ended[slots].any():
-            self._add_outcomes(infos, slots)
+        infos = self._slot_infos(infos, slots, active)
+        if (self._ended[slots] & ~restarted).any():
+            self._add_outcomes(infos, slots, restarted)
         rows = map_tree(lambda a: a[order], obs)
         write_rows(self._last_obs, slots, rows)
         return rows, rewards[order], terminated, truncated, infos
@@ -340,6 +362,40 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         write_rows(self._last_obs, self._slot_ids, map_tree(lambda a: a[self._env_of_slot], obs))
         return self._last_obs, self.slots.add_ids(self._to_slots(infos))
 
+    def _restarted_matches(self, slots: np.ndarray, infos: dict[str, Any]) -> np.ndarray:
+        """Which of ``slots`` (recv's whole matches, in slot order) are in a match that ended because a game of it
+        died (their players rebuilt, to start the new match at their next step); their ``infos`` say so.
+
+        A player whose game ran ahead of the one that died returned this step normally: its game is ended now and
+        its player stepped once more, alone, so that it is rebuilt too and the match's players all start the new
+        match at the same step."""
+        rebuilt = infos.get(f"_{RESTARTED}", np.zeros(len(slots), np.bool_)) & infos.get(RESTARTED, False)
+        if not rebuilt.any():
+            return rebuilt
+        matches = np.unique(self.match_ids[slots[rebuilt]])
+        restarted = np.isin(self.match_ids[slots], matches)
+        ran_ahead = self._env_of_slot[slots[restarted & ~rebuilt]]
+        if len(ran_ahead):
+            ran_ahead.sort()
+            for m in np.unique(self._match_of_env[ran_ahead]).tolist():
+                end_group(self._groups[m])
+            idle = create_empty_array(self.players.single_action_space, len(ran_ahead), fn=np.zeros)
+            self.players.send(idle, ran_ahead)
+            self.players.recv(ran_ahead)  # each raises in its worker: its game is gone, and it is rebuilt
+        # a worker that died or stalled is the cause of its matches' ends, before the games that died with it
+        records = sorted(self.players.restarts[self._players_restarts_seen :], key=lambda r: r.cause == "raised")
+        self._players_restarts_seen = len(self.players.restarts)
+        first = records[0] if records else Restart.of_matches((), RuntimeError("a game of the match died"))
+        n = self.num_agents
+        for m in matches.tolist():
+            cause = next((r for r in records if m in self._match_of_env[list(r.env_indices)]), first)
+            self.restarts.append(dataclasses.replace(cause, env_indices=tuple(range(m * n, (m + 1) * n))))
+        reason = f"{first.exc_type}: {first.message.splitlines()[0] if first.message else ''}"
+        infos["match_restarted"] = np.where(restarted, reason, None).astype(object)
+        infos["_match_restarted"] = restarted
+        infos[RESTARTED], infos[f"_{RESTARTED}"] = restarted.copy(), restarted.copy()
+        return restarted
+
     def _tear_down(self, exc: BaseException) -> None:
         """Start every match again after ``exc``: each slot reports the truncation once, then starts the new match."""
         self._restart_reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
@@ -369,10 +425,11 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         zeros = np.zeros(len(slots), np.bool_)
         return obs, np.zeros(len(slots)), zeros, report.copy(), infos
 
-    def _add_outcomes(self, infos: dict[str, Any], slots: np.ndarray) -> None:
-        """Results of the matches among ``slots`` (whole matches, in slot order) that ended at this step."""
+    def _add_outcomes(self, infos: dict[str, Any], slots: np.ndarray, restarted: np.ndarray) -> None:
+        """Results of the matches among ``slots`` (whole matches, in slot order) that ended at this step, but for
+        those ``restarted`` (cut short: no result)."""
         frags = infos["frags"].reshape(-1, self.num_agents)
-        over = self._ended[slots].reshape(-1, self.num_agents).all(axis=1)
+        over = (self._ended[slots] & ~restarted).reshape(-1, self.num_agents).all(axis=1)
         result = np.full(len(slots), None, object)
         objective = np.zeros(len(slots))
         for m in np.flatnonzero(over).tolist():

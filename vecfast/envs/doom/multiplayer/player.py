@@ -13,8 +13,10 @@ import errno
 import os
 import socket
 import warnings
+from typing import Any
 
 from vecfast.envs.doom.full_game_env import DoomFullGameEnv
+from vecfast.envs.doom.game_groups import end_group, group_arg
 from vecfast.extras import require
 from vecfast.network_isolation import (
     ENV_VAR,
@@ -160,7 +162,8 @@ class DoomPlayerEnv(DoomFullGameEnv):
     the host. ``connect_timeout``: seconds the games wait for each other. ``launcher``:
     the executable that starts the game's engine in the match's private network
     (:attr:`PrivateNetwork.launcher <vecfast.network_isolation.PrivateNetwork>`);
-    ``None``: the host's network.
+    ``None``: the host's network. ``group``: the match's tag (:mod:`~vecfast.envs.doom.game_groups`):
+    a step that fails (this game died) ends the match's other games too, which would hang waiting for it.
     """
 
     def __init__(
@@ -172,8 +175,10 @@ class DoomPlayerEnv(DoomFullGameEnv):
         num_bots: int = 0,
         connect_timeout: float = 20.0,
         launcher: str | None = None,
+        group: str | None = None,
         **kwargs,
     ) -> None:
+        self.group = group
         self.player = player
         self.num_players = num_players
         self.port = port
@@ -190,7 +195,16 @@ class DoomPlayerEnv(DoomFullGameEnv):
             args = f"-host {self.num_players} -port {self.port} -netmode 0 {self.match_rules}"
         else:
             args = f"-join 127.0.0.1:{self.port}"
-        return f"{args} +name player_{self.player} +viz_connect_timeout {self.connect_timeout:g}"
+        args = f"{args} +name player_{self.player} +viz_connect_timeout {self.connect_timeout:g}"
+        return args if self.group is None else f"{args} {group_arg(self.group)}"
+
+    def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
+        try:
+            return super().step(action)
+        except Exception:
+            if self.group is not None:
+                end_group(self.group)
+            raise
 
     def respawn_delay(self) -> int:
         """One second with bots: a network game with bots and no respawn delay crashes (VizDoom 1.3.2 segfaults)."""
