@@ -386,13 +386,13 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         records = sorted(self.players.restarts[self._players_restarts_seen :], key=lambda r: r.cause == "raised")
         self._players_restarts_seen = len(self.players.restarts)
         first = records[0] if records else Restart.of_matches((), RuntimeError("a game of the match died"))
-        n = self.num_agents
+        n, reasons = self.num_agents, np.full(len(slots), None, object)
         for m in matches.tolist():
             cause = next((r for r in records if m in self._match_of_env[list(r.env_indices)]), first)
             self.restarts.append(dataclasses.replace(cause, env_indices=tuple(range(m * n, (m + 1) * n))))
-        reason = f"{first.exc_type}: {first.message.splitlines()[0] if first.message else ''}"
-        infos["match_restarted"] = np.where(restarted, reason, None).astype(object)
-        infos["_match_restarted"] = restarted
+            first_line = cause.message.splitlines()[0] if cause.message else ""
+            reasons[self.match_ids[slots] == m] = f"{cause.exc_type}: {first_line}"
+        infos["match_restarted"], infos["_match_restarted"] = reasons, restarted
         infos[RESTARTED], infos[f"_{RESTARTED}"] = restarted.copy(), restarted.copy()
         return restarted
 
