@@ -38,9 +38,9 @@ def group_arg(group: str) -> str:
     return f"{_PREFIX}{group}"
 
 
-def end_group(group: str, before: float | None = None) -> None:
-    """Kill the games of ``group`` started before ``before`` (``time.time()``; default now), and wait for them."""
-    _end_tags({group}, time.time() if before is None else before)
+def end_group(group: str) -> None:
+    """Kill the games of ``group`` that exist now, and wait for them."""
+    _end_tags({group}, time.time())
 
 
 def end_groups_of(games: Iterable[psutil.Process]) -> None:
