@@ -331,3 +331,52 @@ def wandb_records(run_file: str | os.PathLike) -> list[Any]:
             record.ParseFromString(pending)
             records.append(record)
     return records
+
+
+# ---------------------------------------------------------------------------- installs
+
+
+def distributions_of(requirement: str, seen: set[str] | None = None) -> set[str]:
+    """The installed distributions ``requirement`` (``"vecfast[all]"``) brings, its dependencies' included,
+    normalised names; markers evaluated for this interpreter, each distribution's extras as it asks for them."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen = set() if seen is None else seen
+    req = Requirement(requirement)
+    name = canonicalize_name(req.name)
+    for extra in [""] if not req.extras else sorted(req.extras):
+        key = f"{name}[{extra}]"
+        if key in seen:
+            continue
+        seen.add(key)
+        for dependency in importlib.metadata.requires(req.name) or []:
+            dep = Requirement(dependency)
+            if dep.marker is None or dep.marker.evaluate({"extra": extra}):
+                with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                    distributions_of(str(dep).split(";")[0], seen)
+        if extra:  # the distribution itself, without extras, comes with any of its extras
+            distributions_of(req.name, seen)
+    return {key.partition("[")[0] for key in seen}
+
+
+def without_modules_outside(requirement: str, where: str | os.PathLike) -> dict[str, str]:
+    """Environment variables under which Python (and the processes it spawns) cannot import any module that
+    ``requirement`` does not install: as in a venv with ``pip install requirement`` only (``vecfast[all]``
+    without the dev and benchmark tools). Writes a ``sitecustomize.py`` into the folder ``where``."""
+    import importlib.metadata
+
+    from packaging.utils import canonicalize_name
+
+    keep = distributions_of(requirement) | {"pip", "setuptools"}
+    hidden = sorted(
+        module
+        for module, dists in importlib.metadata.packages_distributions().items()
+        if not {canonicalize_name(d) for d in dists} & keep and module.isidentifier()
+    )
+    with open(os.path.join(where, "sitecustomize.py"), "w") as file:
+        file.write(f"import sys\nfor name in {hidden!r}:\n    sys.modules[name] = None\n")
+    path = os.pathsep.join([str(where), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "PYTHONPATH": path}

@@ -5,6 +5,8 @@ that of the same env stepped synchronously), APPO double-buffering it without a 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -86,17 +88,50 @@ def test_appo_double_buffers_envpools_own_async_api(tmp_path: Path):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["env"] == "AtariGymnasiumEnvPool"
 
 
-def test_videos_of_an_atari_run_show_the_policy_what_it_trained_on(tmp_path: Path, capfd):
-    """The batched simulator renders nothing: single games under gymnasium's AtariPreprocessing and a 4-frame
-    stack give the policy its 4x84x84 observations while they render, quietly (no ALE banner)."""
-    from helpers import decoded
+@pytest.mark.parametrize("game", ["ALE/Pong-v5", "ALE/Breakout-v5"])
+def test_atari_frames_are_gymnasiums_atari_preprocessing_without_opencv(game: str):
+    """The single env that videos and evaluation step, against gymnasium's AtariPreprocessing (which needs cv2)
+    with the vector env's settings: the same observations, rewards and ends, step for step."""
+    import gymnasium as gym
+    from gymnasium.wrappers import AtariPreprocessing
 
-    from vecfast.trainers.tools.enjoy import enjoy
+    from vecfast.envs.atari import SINGLE_ENV_KWARGS, AtariFrames
+
+    ours = AtariFrames(gym.make(game, **SINGLE_ENV_KWARGS))
+    reference = AtariPreprocessing(gym.make(game, **SINGLE_ENV_KWARGS), noop_max=30, screen_size=84)
+    assert ours.observation_space == reference.observation_space
+    rng = np.random.default_rng(0)
+    for episode in range(2):
+        obs, info = ours.reset(seed=episode)
+        expected, expected_info = reference.reset(seed=episode)
+        np.testing.assert_array_equal(obs, expected)
+        assert info == expected_info
+        for _ in range(400):
+            action = int(rng.integers(ours.action_space.n))
+            step, expected_step = ours.step(action), reference.step(action)
+            np.testing.assert_array_equal(step[0], expected_step[0])
+            assert step[1:] == expected_step[1:]
+            if step[2] or step[3]:
+                break
+    ours.close()
+    reference.close()
+
+
+def test_videos_of_an_atari_run_show_the_policy_what_it_trained_on(tmp_path: Path):
+    """The batched simulator renders nothing: single games under :class:`~vecfast.envs.atari.AtariFrames` and a
+    4-frame stack give the policy its 4x84x84 observations while they render, quietly (no ALE banner), with what
+    ``pip install 'vecfast[all]'`` installs and nothing else (no OpenCV: only the dev tools bring it)."""
+    from helpers import decoded, without_modules_outside
 
     train("ALE/Pong-v5", algo="ppo", total_env_steps=1024, run_dir=tmp_path / "run", seed=0)
-    capfd.readouterr()
-    result = enjoy(tmp_path / "run", episodes=1, max_steps=40, video=tmp_path / "pong.mp4")
-    assert result.lengths == (40,)
+    (tmp_path / "site").mkdir()
+    enjoy = subprocess.run(
+        [sys.executable, "-m", "vecfast", "enjoy", str(tmp_path / "run"), "--episodes", "1", "--max-steps", "40",
+         "--video", str(tmp_path / "pong.mp4")],
+        env=without_modules_outside("vecfast[all]", tmp_path / "site"), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert enjoy.returncode == 0, enjoy.stderr
+    assert "cv2" in (tmp_path / "site" / "sitecustomize.py").read_text()
     meta, frames = decoded(tmp_path / "pong.mp4")
     assert meta["size"] == (160, 210) and len(frames) == 40
-    assert "A.L.E" not in capfd.readouterr().err
+    assert "A.L.E" not in enjoy.stderr

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tomllib
 
+from vecfast.envs import area_resize
 from vecfast.envs.doom import downscale
 from vecfast.envs.nav.scenes import largest_region
 from vecfast.extras import EXTRA_OF
@@ -149,7 +150,7 @@ def test_doom_screens_downscaled_without_opencv_have_opencvs_pixels(monkeypatch)
     env.close()
     with_opencv = downscale.Downscale((128, 72), source=(160, 120))
     expected = [with_opencv(frame) for frame in frames]
-    monkeypatch.setattr(downscale, "cv2", None)
+    monkeypatch.setattr(area_resize, "cv2", None)
     with pytest.warns(UserWarning, match="without OpenCV, about 10x slower: pip install opencv-python-headless"):
         without = downscale.Downscale((128, 72), source=(160, 120))
     for frame, pixels in zip(frames, expected, strict=True):

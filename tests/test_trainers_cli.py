@@ -245,6 +245,35 @@ def test_user_errors_of_train_are_one_line(tmp_path: Path, capsys: pytest.Captur
     assert line.endswith("has no checkpoint (checkpoints/last_*.pt) yet")
 
 
+MISSING_IN_THE_WORKER = """
+import multiprocessing
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+class NeedsAModule(CartPoleEnv):
+    def __init__(self, error="dependency", **kwargs):
+        super().__init__(**kwargs)
+        if multiprocessing.parent_process() is not None:  # in vecfast's worker only
+            if error == "dependency":
+                raise gym.error.DependencyNotInstalled("opencv-python package not installed")
+            raise ModuleNotFoundError("No module named 'ale_py'", name="ale_py")
+
+gym.register("NeedsAModule-v0", entry_point=NeedsAModule, max_episode_steps=100)
+"""
+
+
+def test_a_module_missing_in_an_envs_worker_is_one_line_naming_it(tmp_path: Path, capsys, monkeypatch) -> None:
+    """As a game whose wrapper needs OpenCV (gymnasium's DependencyNotInstalled) or an extra's module: one line
+    naming the env and what to install, not the worker's traceback."""
+    (tmp_path / "needs_a_module.py").write_text(MISSING_IN_THE_WORKER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["train", "needs_a_module:NeedsAModule-v0", "--total-env-steps", "64", *TINY]
+    line = one_error_line(capsys, [*argv, "--run-dir", str(tmp_path / "a")])
+    assert line.endswith("error: env 0 (worker 0) raised DependencyNotInstalled: opencv-python package not installed")
+    line = one_error_line(capsys, [*argv, "--run-dir", str(tmp_path / "b"), "--env-kwarg", "error=module"])
+    assert "needs ale_py, which vecfast's 'atari' extra installs: pip install 'vecfast[atari]'" in line
+
+
 def test_a_pettingzoo_game_trains_and_evaluates_against_opponents_on_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

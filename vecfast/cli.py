@@ -346,8 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # not KeyboardInterrupt: `train` saves a final checkpoint on Ctrl-C itself
         if args.debug:
             raise
-        if _is_user_error(exc):
-            print(f"{args.command_prog}: error: {exc}", file=sys.stderr)
+        if _is_user_error(exc):  # one line: an env's error without its worker's traceback
+            print(f"{args.command_prog}: error: {getattr(exc, 'headline', exc)}", file=sys.stderr)
             return EXIT_ERROR
         print(f"{args.command_prog}: error: {type(exc).__name__}: {exc} (--debug shows the traceback)", file=sys.stderr)
         return EXIT_FAILURE

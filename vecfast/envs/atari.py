@@ -1,16 +1,21 @@
 """ale-py's Atari games as single envs that see what its batched ``AtariVectorEnv`` shows a policy.
 
 A run of an ``ALE/`` id trains on the ``AtariVectorEnv`` (84x84 gray frames stacked 4, frame skip 4, noop
-starts), which renders no frames. Videos of such a run (``enjoy --video``, ``video_every_env_steps``) step single
-envs that render: gymnasium's ``AtariPreprocessing`` and a 4-frame stack over a game with no frame skip of its
-own give them the same observations, up to the fire-on-reset the vector env adds for games that need it.
+starts), which renders no frames. Videos of such a run (``enjoy --video``, ``video_every_env_steps``) and its
+evaluation step single envs that render: :class:`AtariFrames` and a 4-frame stack over a game with no frame skip
+of its own give them the same observations, up to the fire-on-reset the vector env adds for games that need it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import ale_py
 import gymnasium as gym
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+import numpy as np
+from gymnasium.wrappers import FrameStackObservation
+
+from vecfast.envs.area_resize import AreaResize
 
 # ALE greets on stderr with its version and Stella's banner whenever a game is made: errors only (imported in the
 # workers before they make their games)
@@ -18,10 +23,52 @@ ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 # keyword arguments of the single env under the preprocessing (which skips the frames itself)
 SINGLE_ENV_KWARGS = {"frameskip": 1, "repeat_action_probability": 0.0}
+SCREEN = 84
+FRAME_SKIP = 4
+NOOP_MAX = 30
+
+
+class AtariFrames(gym.Wrapper):
+    """gymnasium's ``AtariPreprocessing(noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)``, the
+    same observations (tests compare them), resized by :class:`~vecfast.envs.area_resize.AreaResize` so that it
+    needs no OpenCV: 1 to 30 no-ops after a reset, each action repeated 4 frames, the last two frames' gray
+    screens max-pooled and area-resized to 84x84."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        height, width = env.observation_space.shape[:2]
+        self.resize = AreaResize((SCREEN, SCREEN), source=(width, height))
+        self.screens = np.zeros((2, height, width), np.uint8)  # the last frame's, the one before it
+        self.observation_space = gym.spaces.Box(0, 255, (SCREEN, SCREEN), np.uint8)
+
+    def _observation(self) -> np.ndarray:
+        return self.resize(self.screens.max(axis=0))
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        _, info = self.env.reset(seed=seed, options=options)
+        for _ in range(self.env.unwrapped.np_random.integers(1, NOOP_MAX + 1)):
+            _, _, terminated, truncated, step_info = self.env.step(0)
+            info.update(step_info)
+            if terminated or truncated:
+                _, info = self.env.reset(seed=seed, options=options)
+        ale = self.env.unwrapped.ale
+        ale.getScreenGrayscale(self.screens[0])
+        self.screens[1] = 0
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        ale = self.env.unwrapped.ale
+        total, terminated, truncated, info = 0.0, False, False, {}
+        for frame in range(FRAME_SKIP):
+            _, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+            if frame >= FRAME_SKIP - 2:  # the last two frames: pooled into the observation
+                ale.getScreenGrayscale(self.screens[FRAME_SKIP - 1 - frame])
+        return self._observation(), total, terminated, truncated, info
 
 
 def as_the_vector_env_sees_it(env: gym.Env) -> gym.Env:
     """``env`` (an ``ALE/`` game made with :data:`SINGLE_ENV_KWARGS`) with the vector env's preprocessing."""
-    return FrameStackObservation(
-        AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True), stack_size=4
-    )
+    return FrameStackObservation(AtariFrames(env), stack_size=4)

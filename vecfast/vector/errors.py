@@ -32,10 +32,12 @@ class EnvError(Exception):
     worker_traceback: str
 
     def __str__(self) -> str:
-        return (
-            f"env {self.env_index} (worker {self.worker_index}) raised {self.exc_type}: {self.env_message}\n\n"
-            f"Traceback in the worker:\n{self.worker_traceback}"
-        )
+        return f"{self.headline}\n\nTraceback in the worker:\n{self.worker_traceback}"
+
+    @property
+    def headline(self) -> str:
+        """The message without the worker's traceback: which env raised what."""
+        return f"env {self.env_index} (worker {self.worker_index}) raised {self.exc_type}: {self.env_message}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         original = next((c for c in type(self).__mro__[1:] if not issubclass(c, EnvError)), Exception)
@@ -71,6 +73,8 @@ def make_env_error(
     error = _instance(cls, args)
     if original is not None:
         vars(error).update({k: v for k, v in vars(original).items() if not k.startswith("__")})
+        if isinstance(original, ImportError):  # which module is missing (not in vars: a slot of ImportError)
+            error.name, error.path = original.name, original.path
     error.env_index = env_index
     error.worker_index = worker_index
     error.exc_type = exc_type
