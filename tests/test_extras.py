@@ -119,6 +119,45 @@ def test_the_core_runs_with_every_optional_module_missing_and_says_which_extra_b
     assert "pip install 'vecfast[train]'" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+LEAN = f"import sys\nfor name in {[*EXTRA_OF, 'cv2']!r}:\n    sys.modules[name] = None\nfrom vecfast.cli import main\n"
+
+
+def lean_cli(*argv: str) -> subprocess.CompletedProcess:
+    """``vecfast ARGV`` with every optional module missing, as after ``pip install vecfast``."""
+    code = f"{LEAN}sys.exit(main({list(argv)!r}))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_the_lean_install_benchmarks_vecfast_against_gymnasium_in_plain_text():
+    """The extras table's promise: ``vecfast bench --only vecfast,gymnasium`` without rich (the train extra)."""
+    run = lean_cli("bench", "CartPole-v1", "--num-envs", "4", "--seconds", "0.3", "--warmup", "0", "--only",
+                   "vecfast,gymnasium")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "CartPole-v1: 4 envs, 2 workers, 0.3 s each"
+    assert lines[1].split() == ["backend", "steps/s", "vs", "limit", "vs", "async", "vs", "sync"]
+    assert [line[:18] for line in lines[2:5]] == ["gym SyncVectorEnv ", "gym AsyncVectorEnv", "vecfast step()    "]
+    assert "steps/s" in run.stderr and "\x1b" not in run.stdout + run.stderr  # progress as plain lines
+
+
+@pytest.mark.parametrize(
+    "argv,extras",
+    [
+        (["train", "vecfast/DoomBasic-v0"], "train,doom"),
+        (["train", "ALE/Pong-v5", "--algo", "ppo"], "train,atari"),
+        (["train", "pettingzoo.classic.connect_four_v3"], "train,pettingzoo"),
+        (["tune", "vecfast/DoomBasic-v0"], "train,doom"),
+        (["bench", "vecfast/DoomBasic-v0"], "doom"),
+    ],
+)
+def test_a_command_names_every_extra_it_needs_at_once(argv: list[str], extras: str):
+    run = lean_cli(*argv)
+    assert run.returncode == 2
+    (line,) = run.stderr.splitlines()
+    assert line.startswith(f"vecfast {argv[0]}: error: vecfast {argv[0]} needs ")
+    assert f"pip install 'vecfast[{extras}]'" in line
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_lean_venv_installs_the_core_and_runs_the_vector_env(tmp_path):
@@ -137,6 +176,10 @@ def test_a_lean_venv_installs_the_core_and_runs_the_vector_env(tmp_path):
     code = "import vecfast; e = vecfast.make_vec('CartPole-v1', 4, 'shared_memory'); e.reset(seed=0); e.close()"
     run = subprocess.run([venv / "bin" / "python", "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+    bench = [venv / "bin" / "vecfast", "bench", "CartPole-v1", "-n", "4", "--seconds", "0.3"]
+    bench += ["--only", "vecfast,gymnasium"]
+    run = subprocess.run(bench, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "vecfast step()" in run.stdout, run.stderr
 
 
 def test_doom_screens_downscaled_without_opencv_have_opencvs_pixels(monkeypatch):

@@ -339,7 +339,8 @@ def test_an_atari_id_without_its_package_says_what_to_install() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
-        "vecfast train: error: env id 'ALE/Pong-v5': the ALE namespace comes with ale-py: pip install ale-py"
+        "vecfast train: error: vecfast train needs ale_py, which vecfast's 'atari' extra installs: "
+        "pip install 'vecfast[atari]'"
     )
     if importlib.util.find_spec("ale_py") is not None:  # and with it installed, the id needs no module prefix
         done = subprocess.run([sys.executable, "-m", "vecfast", "train", "ALE/Pong-v5", "--help"], capture_output=True,

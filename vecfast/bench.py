@@ -21,6 +21,7 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,9 +35,7 @@ from gymnasium.vector.utils import batch_space
 from vecfast.vector.worker import use_one_thread_per_library
 
 if TYPE_CHECKING:  # rich (the train extra) is imported where a table or progress bar is drawn
-    from rich.console import Console
     from rich.progress import Progress
-    from rich.table import Table
 
 StepFn = Callable[[], int]
 """Performs one batch step and returns how many env steps it did."""
@@ -464,6 +463,9 @@ def _probe(cfg: BenchConfig) -> None:
 
 # --- results ----------------------------------------------------------------
 
+BACKEND_GROUPS = {"gymnasium": ("sync", "async")}
+"""Names that ``--only`` takes for several backends."""
+
 BASELINES = {"limit": "physical", "async": "async", "sync": "sync"}
 """Ratio columns: header -> backend (``physical`` is single x num_workers)."""
 
@@ -538,24 +540,54 @@ def _host_info() -> dict[str, Any]:
     }
 
 
-def render_table(report: BenchReport) -> Table:
-    from rich.table import Table
+@dataclass(frozen=True)
+class TableText:
+    """A report's table as text cells, for rich or for plain text."""
 
+    title: str
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+    derived: list[bool]  # per row: derived from another (the physical limit), not measured
+
+
+def table_text(report: BenchReport) -> TableText:
     cfg = report.config
-    table = Table(
+    rows = []
+    for name in report.rows():
+        rate = "error" if name in report.errors else _fmt(report.rate(name), "{:,.0f}")
+        rows.append([report.label(name), rate, *[_fmt(report.ratio(name, b), "{:.2f}x") for b in BASELINES.values()]])
+    return TableText(
         title=f"{cfg.env_id}: {cfg.num_envs} envs, {cfg.num_workers} workers, {cfg.seconds:g} s each"
         + (f", median of {cfg.rounds} interleaved rounds" if cfg.rounds > 1 else ""),
         caption=f"limit = single env x {cfg.num_workers}; async, sync = gymnasium's",
+        header=["backend", "steps/s", *[f"vs {header}" for header in BASELINES]],
+        rows=rows,
+        derived=[name == "physical" for name in report.rows()],
     )
-    table.add_column("backend")
-    table.add_column("steps/s", justify="right")
-    for header in BASELINES:
-        table.add_column(f"vs {header}", justify="right")
-    for name in report.rows():
-        rate = "[red]error[/red]" if name in report.errors else _fmt(report.rate(name), "{:,.0f}")
-        ratios = [_fmt(report.ratio(name, b), "{:.2f}x") for b in BASELINES.values()]
-        table.add_row(report.label(name), rate, *ratios, style="italic dim" if name == "physical" else None)
-    return table
+
+
+def print_table(report: BenchReport) -> None:
+    """The report's table on stdout: drawn by rich where it is installed, else as aligned plain text."""
+    text = table_text(report)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # the lean install
+        widths = [max(len(row[i]) for row in [text.header, *text.rows]) for i in range(len(text.header))]
+        print(text.title)
+        for row in [text.header, *text.rows]:
+            cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
+            print("  ".join(cells).rstrip())
+        print(text.caption)
+        return
+    table = Table(title=text.title, caption=text.caption)
+    for i, header in enumerate(text.header):
+        table.add_column(header, justify="left" if i == 0 else "right")
+    for row, derived in zip(text.rows, text.derived, strict=True):
+        cells = [f"[red]{c}[/red]" if c == "error" else c for c in row]
+        table.add_row(*cells, style="italic dim" if derived else None)
+    Console().print(table)
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -565,73 +597,115 @@ def _fmt(value: float | None, spec: str) -> str:
 # --- driver -----------------------------------------------------------------
 
 
-def run_benchmark(cfg: BenchConfig, backends: Sequence[str], console: Console | None = None) -> BenchReport:
-    """Measure ``backends`` (names from BACKENDS) one after another, ``cfg.rounds`` times over, with a progress bar.
+class RichProgress:
+    """The benchmark's progress as rich's bars (on stderr): a bar per backend with its latest rate."""
+
+    def __init__(self, total: float) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
+        self.total = total
+        columns = (SpinnerColumn(), TextColumn("{task.description:<25}"), BarColumn())
+        columns += (TextColumn("{task.fields[status]}"),)
+        self.progress: Progress = Progress(*columns, console=Console(stderr=True))
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> RichProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[yellow]{text}")
+
+    def add(self, name: str, label: str) -> None:
+        self.tasks[name] = self.progress.add_task(label, total=self.total, status="[dim]waiting")
+
+    def show(self, name: str, completed: float, status: str, style: str | None = None, final: bool = False) -> None:
+        from rich.markup import escape
+
+        shown = escape(status) if style is None else f"[{style}]{escape(status)}"
+        self.progress.update(self.tasks[name], completed=completed, status=shown)
+
+
+class PlainProgress:
+    """The benchmark's progress as plain lines on stderr, each backend's results only: where rich is not
+    installed (the lean install)."""
+
+    def __init__(self, total: float) -> None:
+        self.labels: dict[str, str] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def add(self, name: str, label: str) -> None:
+        self.labels[name] = label
+
+    def show(self, name: str, completed: float, status: str, style: str | None = None, final: bool = False) -> None:
+        if final:
+            print(f"{self.labels[name]:<25} {status}", file=sys.stderr, flush=True)
+
+
+def run_benchmark(cfg: BenchConfig, backends: Sequence[str], plain: bool | None = None) -> BenchReport:
+    """Measure ``backends`` (names from BACKENDS) one after another, ``cfg.rounds`` times over, with a progress bar
+    (rich's; plain lines where ``plain`` or where rich is not installed).
 
     Rounds interleave the backends (A B C, A B C, ...) so that a change in the machine's load
     during the run shifts every backend's median alike instead of skewing the ratios. A
     backend that raises is reported as failed (and not run again) instead of losing the
     others' results.
     """
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
-
     unknown = set(backends) - BACKENDS.keys()
     if unknown:
         raise ValueError(f"unknown backends {sorted(unknown)}; choose from {list(BACKENDS)}")
     backends = [name for name in BACKENDS if name in backends]  # same row order in every table
     report = BenchReport(cfg, backends)
     total = cfg.seconds_per_backend
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description:<25}"),
-        BarColumn(),
-        TextColumn("{task.fields[status]}"),
-    )
-    with _scratch_cwd(), Progress(*columns, console=console) as progress:
+    if plain is None:
+        plain = importlib.util.find_spec("rich") is None
+    with _scratch_cwd(), (PlainProgress if plain else RichProgress)(total) as progress:
         busy = report.host["cpu_busy_pct"]
         if busy > 20:
-            progress.console.print(
-                f"[yellow]note: the CPUs were {busy:.0f}% busy before the start: results will be skewed"
-            )
+            progress.note(f"note: the CPUs were {busy:.0f}% busy before the start: results will be skewed")
         _probe(cfg)
-        tasks = {name: progress.add_task(BACKENDS[name].label, total=total, status="[dim]waiting") for name in backends}
-        for name, task in tasks.items():
+        for name in backends:
+            progress.add(name, BACKENDS[name].label)
+        for name in backends:
             reason = BACKENDS[name].unavailable(cfg)
             if reason is not None:
                 report.unavailable[name] = reason
-                progress.update(task, completed=total, status=f"[dim]n/a ({reason})")
+                progress.show(name, total, f"n/a ({reason})", "dim", final=True)
         for round_index in range(cfg.rounds):
-            for name, task in tasks.items():
+            for name in backends:
                 if name in report.unavailable or name in report.errors:
                     continue
-                _measure_round(report, name, task, round_index, progress)
+                _measure_round(report, name, round_index, progress)
     return report
 
 
-def _measure_round(report: BenchReport, name: str, task: Any, round_index: int, progress: Progress) -> None:
+def _measure_round(report: BenchReport, name: str, round_index: int, progress: RichProgress | PlainProgress) -> None:
     cfg = report.config
     offset = round_index * (cfg.warmup + cfg.seconds)
-    progress.update(task, status="starting")
+    progress.show(name, offset, "starting")
 
     def on_tick(done: float, rate: float | None) -> None:
-        status = "warming up" if rate is None else f"{rate:,.0f} steps/s"
-        progress.update(task, completed=offset + done, status=status)
+        progress.show(name, offset + done, "warming up" if rate is None else f"{rate:,.0f} steps/s")
 
     try:
         rate = measure(BACKENDS[name], cfg, on_tick)
     except Exception as exc:  # keep the other backends' results
-        from rich.markup import escape
-
         report.errors[name] = f"{type(exc).__name__}: {exc}"
-        progress.update(
-            task,
-            completed=cfg.seconds_per_backend,
-            status=f"[red]failed: {escape(report.errors[name])}",
-        )
+        progress.show(name, cfg.seconds_per_backend, f"failed: {report.errors[name]}", "red", final=True)
         return
     rates = report.per_round.setdefault(name, [])
     rates.append(rate)
     done = "" if len(rates) == cfg.rounds else f" (round {len(rates)}/{cfg.rounds})"
-    progress.update(
-        task, completed=offset + cfg.warmup + cfg.seconds, status=f"[green]{report.rate(name):,.0f} steps/s{done}"
-    )
+    progress.show(name, offset + cfg.warmup + cfg.seconds, f"{report.rate(name):,.0f} steps/s{done}", "green", True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import difflib
 import importlib
 import json
@@ -120,7 +121,7 @@ def _positive(kind: Callable[[str], Any], zero_ok: bool = False) -> Callable[[st
 
 
 def _add_bench(subparsers: Any) -> None:
-    from vecfast.bench import BACKENDS
+    from vecfast.bench import BACKEND_GROUPS, BACKENDS
 
     parser = subparsers.add_parser(
         "bench",
@@ -150,21 +151,28 @@ def _add_bench(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions (default 0)")
     parser.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gymnasium.make")
     add_env_kwarg_option(parser, "over --env-kwargs")
-    parser.add_argument("--only", type=_csv, metavar="A,B", help=f"backends to run, from: {','.join(BACKENDS)}")
+    choices = ",".join([*BACKENDS, *BACKEND_GROUPS])
+    parser.add_argument("--only", type=_csv, metavar="A,B", help=f"backends to run, from: {choices} (sync,async)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results to this JSON file")
     parser.set_defaults(handler=_bench)
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
+    from vecfast.bench import (
+        BACKEND_GROUPS,
+        BACKENDS,
+        BenchConfig,
+        EnvSetupError,
+        default_num_workers,
+        print_table,
+        run_benchmark,
+    )
 
-    from vecfast.bench import BACKENDS, BenchConfig, EnvSetupError, default_num_workers, render_table, run_benchmark
-
-    backends = args.only or list(BACKENDS)
+    backends = [b for name in args.only or BACKENDS for b in BACKEND_GROUPS.get(name, [name])]
     unknown = [name for name in backends if name not in BACKENDS]
     if unknown:
-        raise CommandError(f"unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
+        choices = ", ".join([*BACKENDS, *BACKEND_GROUPS])
+        raise CommandError(f"unknown backend(s) {', '.join(unknown)}; choose from {choices}")
     if args.num_workers is not None and args.num_workers > args.num_envs:
         raise CommandError(f"--num-workers {args.num_workers} exceeds --num-envs {args.num_envs}")
     json_path = args.json.resolve() if args.json else None  # before the benchmark changes cwd
@@ -184,12 +192,12 @@ def _bench(args: argparse.Namespace) -> int:
     os.environ.update(OPENCV_FOR_THREADS_NUM="1", OMP_NUM_THREADS="1")
     check_env_id(cfg.make_id)
     try:
-        report = run_benchmark(cfg, backends, console=Console(stderr=True))
+        report = run_benchmark(cfg, backends)
     except EnvSetupError as exc:
         raise CommandError(str(exc)) from exc
-    Console().print(render_table(report))
+    print_table(report)
     for name, error in report.errors.items():
-        Console(stderr=True).print(f"[red]{name} failed:[/red] {escape(error)}", highlight=False)
+        print(f"{name} failed: {error}", file=sys.stderr)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
@@ -328,6 +336,16 @@ def _is_user_error(exc: Exception) -> bool:
     return isinstance(exc, (CommandError, MissingExtraError, *_PATH_ERRORS, *gym_errors))
 
 
+def _command_env(args: argparse.Namespace) -> str | None:
+    """The env the command runs: the one it names, else that of the run it reads (None if neither)."""
+    env = getattr(args, "env_id", None) or getattr(args, "env", None)
+    run_dir = getattr(args, "resume", None) or getattr(args, "run_dir", None)
+    if env is None and run_dir is not None:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            env = json.loads((Path(run_dir) / "config.json").read_text()).get("env")
+    return env if isinstance(env, str) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``vecfast`` console script and of ``python -m vecfast``."""
     parser = build_parser(argv)
@@ -338,10 +356,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vecfast.chatter import set_verbose
 
         set_verbose()  # the processes the command starts inherit it
-    from vecfast.extras import explained_imports
+    from vecfast.extras import env_modules, explained_imports, require_all
 
-    try:
-        with explained_imports(args.command_prog):  # a missing extra's module: the error names the extra
+    env = _command_env(args)
+    try:  # a missing extra's module: the error names the extra (every one the command and its env need, at once)
+        with explained_imports(args.command_prog):
+            require_all([*getattr(args, "needs", ()), *(env_modules(env) if env else ())], args.command_prog)
             return args.handler(args)
     except Exception as exc:  # not KeyboardInterrupt: `train` saves a final checkpoint on Ctrl-C itself
         if args.debug:

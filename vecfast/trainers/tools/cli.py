@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vecfast.cli import CommandError, add_env_kwarg_option, check_env_id, env_kwarg
+from vecfast.extras import TRAIN_MODULES
 from vecfast.trainers.config import AUTO, CONFIG_GROUPS, TUNED_KEYS, TrainConfig, field_docs
 
 # Only the handlers import torch (through train, tune, enjoy, the registry): `--help` stays fast.
@@ -252,7 +253,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
         help="the live dashboard instead of progress lines (default: when stdout is a terminal)",
     )
     _add_config_options(train, defaults=defaults)
-    train.set_defaults(handler=_train)
+    train.set_defaults(handler=_train, needs=TRAIN_MODULES)
 
     tuner = subparsers.add_parser(
         "tune",
@@ -268,7 +269,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     )
     add_env_kwarg_option(tuner, "as train takes them")
     _add_config_options(tuner, exclude=TUNED_KEYS)  # the model and device keys shape t_inf
-    tuner.set_defaults(handler=_tune)
+    tuner.set_defaults(handler=_tune, needs=TRAIN_MODULES)
 
     evaluator = subparsers.add_parser(
         "evaluate",
@@ -303,7 +304,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     evaluator.add_argument("--max-steps", type=_positive_int, metavar="N", help="cut an episode there (default: none)")
     evaluator.add_argument("--seed", type=int, default=0, help="env i resets with seed + i (default 0)")
     add_env_kwarg_option(evaluator, "over the run's own")
-    evaluator.set_defaults(handler=_evaluate)
+    evaluator.set_defaults(handler=_evaluate, needs=TRAIN_MODULES)
 
     enjoy = subparsers.add_parser(
         "enjoy",
@@ -324,7 +325,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     enjoy.add_argument("--max-steps", type=int, default=None, help="per episode (default: 10000; games: whole)")
     enjoy.add_argument("--seed", type=int, default=0)
     add_env_kwarg_option(enjoy, "over the run's own")
-    enjoy.set_defaults(handler=_enjoy)
+    enjoy.set_defaults(handler=_enjoy, needs=TRAIN_MODULES)
 
     exporter = subparsers.add_parser(
         "export",
@@ -347,7 +348,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
         metavar="N",
         help="then step the run's env for N observations and report how often the file chose the policy's action",
     )
-    exporter.set_defaults(handler=_export)
+    exporter.set_defaults(handler=_export, needs=TRAIN_MODULES)
 
     view = subparsers.add_parser(
         "view",
@@ -356,7 +357,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     )
     view.add_argument("run_dir", type=Path)
     view.add_argument("--once", action="store_true", help="draw the current state and exit")
-    view.set_defaults(handler=_view)
+    view.set_defaults(handler=_view, needs=("rich",))
 
 
 def _read_run(run_dir: Path, checkpoint: bool) -> dict[str, Any]:
