@@ -135,3 +135,24 @@ def test_videos_of_an_atari_run_show_the_policy_what_it_trained_on(tmp_path: Pat
     meta, frames = decoded(tmp_path / "pong.mp4")
     assert meta["size"] == (160, 210) and len(frames) == 40
     assert "A.L.E" not in enjoy.stderr
+
+
+def test_ales_frame_counters_and_lives_are_not_an_episodes_metrics():
+    """``vecfast evaluate`` on an Atari run reported ``lives``, ``episode_frame_number`` and ``frame_number``:
+    ALE's bookkeeping in every info, not figures of the episode."""
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from vecfast.envs.atari import SINGLE_ENV_KWARGS, as_the_vector_env_sees_it
+    from vecfast.trainers.sampling.episodes import episode_metrics
+
+    env = SyncVectorEnv([lambda: as_the_vector_env_sees_it(gym.make("ALE/Breakout-v5", **SINGLE_ENV_KWARGS))])
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5000):
+        _, _, terminated, truncated, info = env.step(rng.integers(4, size=1))
+        if terminated[0] or truncated[0]:
+            break
+    assert terminated[0] and {"lives", "episode_frame_number", "frame_number"} <= set(info)
+    assert episode_metrics(info, 0, AutoresetMode.NEXT_STEP) == {}
+    env.close()

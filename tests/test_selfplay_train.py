@@ -38,13 +38,35 @@ def test_train_self_plays_a_pettingzoo_module_with_elo_in_the_metrics(tmp_path: 
     result = vecfast.train(connect_four_v3, algo=algo, total_env_steps=3_000, run_dir=tmp_path / "run", **SMALL)
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["snapshots"] >= 2 and "elo" in lines[-1] and lines[-1]["games_vs_latest"] > 0
+    # the score the README and the progress line show: over the last games against snapshots, however many
+    # snapshots came between (it waited for a whole window since the last snapshot, so it never showed)
+    assert 0 <= lines[-1]["score_vs_snapshots"] <= 1 and 1 <= lines[-1]["score_vs_snapshots_games"] <= 100
+    assert not {"match_id", "active", "agent_id"} & set(lines[-1])  # the slots' bookkeeping is not a metric
     assert result.stats["env_steps"] >= 3_000
+    assert result.stats["elo"] == lines[-1]["elo"] and result.stats["score_vs_snapshots"] == pytest.approx(
+        lines[-1]["score_vs_snapshots"]
+    )
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["env"] == "pettingzoo.classic.connect_four_v3"  # the module, which evaluate makes again
     against = {opponent: vecfast.evaluate(tmp_path / "run", episodes=4, opponent=opponent) for opponent in
                ("random", "initial", "vecfast.selfplay.bots:one_ply_connect_four")}  # fmt: skip
     for result in (*against.values(), vecfast.evaluate(tmp_path / "run", episodes=4)):  # default: random
         assert result.metrics["win_rate"] + result.metrics["draw_rate"] + result.metrics["loss_rate"] == 1.0
+        assert result.metrics["win_rate_low"] <= result.metrics["win_rate"] <= result.metrics["win_rate_high"]
+
+
+def test_a_win_rate_comes_from_200_games_by_default_with_its_interval(tmp_path: Path) -> None:
+    """10 games (the default for episodes) give a win rate of 0.8 a 95% interval of 0.49 to 0.94."""
+    from vecfast.selfplay.matches import MatchResults
+
+    eight_of_ten = MatchResults((1.0,) * 8 + (-1.0,) * 2, (10,) * 10, (True, False) * 5)
+    assert eight_of_ten.win_rate_interval() == pytest.approx((0.4902, 0.9433), abs=1e-4)  # Wilson's
+    vecfast.train(connect_four_v3, algo="ppo", total_env_steps=256, run_dir=tmp_path / "run", **SMALL)
+    result = vecfast.evaluate(tmp_path / "run", opponent="random")
+    assert result.episodes == 200
+    low, high = result.metrics["win_rate_low"], result.metrics["win_rate_high"]
+    assert high - low < 0.15
+    assert result.summary()[1] == f"win rate {result.metrics['win_rate']:.3f} (95% interval {low:.3f} to {high:.3f})"
 
 
 @pytest.mark.parametrize(

@@ -189,3 +189,19 @@ def test_a_self_play_progress_line_shows_elo_and_score_not_the_zero_sum_return()
     population = progress_line({**metrics, "policy_1_elo": 990.0, "policy_0_elo": 1010.0}, 2000)
     assert " · Elo 1010 / 990 (policies) · " in population
     assert "mean return 0.0 (50 episodes)" in progress_line(metrics, 2000)
+
+
+def test_the_summary_names_why_a_run_stopped_and_a_resumed_run_names_its_checkpoint(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    timed = train("CartPole-v1", "ppo", 10**9, run_dir, num_workers=1, num_envs_per_worker=4, train_for_seconds=2,
+                  **SMALL)  # fmt: skip
+    assert timed.stats["stopped_by"] == "train_for_seconds" and not timed.stats["interrupted"]
+    steps = timed.stats["env_steps"]
+    capsys.readouterr()
+    resumed = train("CartPole-v1", "ppo", steps + 256, run_dir, resume=True, num_workers=1, num_envs_per_worker=4,
+                    **SMALL)  # fmt: skip
+    assert resumed.stats["stopped_by"] == "total_env_steps"
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("vecfast train: ppo on CartPole-v1") and first.endswith(
+        f"; resumed from {run_dir / 'checkpoints' / f'last_{steps:012d}.pt'}"
+    )

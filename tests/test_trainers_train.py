@@ -97,7 +97,7 @@ def test_a_signal_stops_training_saves_and_cleans_up(signum: int, tmp_path: Path
         "import vecfast.trainers as t\n"
         f"r = t.train('CartPole-v1', total_env_steps=10**9, run_dir={str(tmp_path)!r}, num_workers=2,"
         " num_envs_per_worker=4, rollout=16, batch_size=64, save_every_sec=0)\n"  # a checkpoint per iteration
-        "print('STOPPED', r.stats['interrupted'], r.stats['env_steps'], flush=True)\n"
+        "print('STOPPED', r.stats['interrupted'], r.stats['stopped_by'], r.stats['env_steps'], flush=True)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
@@ -115,7 +115,7 @@ def test_a_signal_stops_training_saves_and_cleans_up(signum: int, tmp_path: Path
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0 and "STOPPED True" in out, out
+    assert proc.returncode == 0 and f"STOPPED True {signal.Signals(signum).name}" in out, out
     assert stop_seconds < 10
     steps = int(out.split()[-1])
     assert load_checkpoint(tmp_path)["metrics"]["env_steps"] == steps

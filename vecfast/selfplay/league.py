@@ -134,7 +134,8 @@ class League:
             self.pool.on_update(self.learner_version())
 
     def summary(self) -> dict[str, float]:
-        """Numbers for the metrics: the learner's Elo, its score against snapshots, the snapshots and games so far."""
+        """Numbers for the metrics: the learner's Elo, its score against snapshots over its last games (and how
+        many), the snapshots and games so far."""
         with self.lock:
             out = {
                 "snapshots": float(len(self.pool.snapshots)),
@@ -143,9 +144,9 @@ class League:
             }
             if self.pool.elo is not None:
                 out["elo"] = self.pool.elo.rating(self.pool.name)
-            win_rate = self.pool.win_rate()
-            if win_rate is not None:
-                out["score_vs_snapshots"] = win_rate
+            recent = self.pool.recent_score()
+            if recent is not None:
+                out["score_vs_snapshots"], out["score_vs_snapshots_games"] = recent[0], float(recent[1])
             return out
 
     def state_dict(self) -> dict[str, Any]:

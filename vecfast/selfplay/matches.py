@@ -54,6 +54,14 @@ class MatchResults:
     def loss_rate(self) -> float:
         return float(np.mean(np.asarray(self.returns) < 0))
 
+    def win_rate_interval(self, z: float = 1.96) -> tuple[float, float]:
+        """Wilson's score interval of the win rate (95% by default): where the policy's true rate lies, given
+        these games (a draw counts as not a win)."""
+        n, rate = self.games, self.win_rate
+        centre, spread = rate + z * z / (2 * n), z * np.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
+        scale = 1 + z * z / n
+        return float(max(0.0, (centre - spread) / scale)), float(min(1.0, (centre + spread) / scale))
+
 
 def play_games(
     policy: Player,

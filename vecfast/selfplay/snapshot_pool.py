@@ -92,7 +92,8 @@ class SnapshotPool:
         self.snapshots: dict[str, Snapshot] = {}  # by name, oldest first
         self._weights: dict[str, dict[str, torch.Tensor]] = {}  # in-memory snapshots (no directory)
         self._loaded: OrderedDict[str, nn.Module] = OrderedDict()  # built modules, least recently used first
-        self._results: deque[float] = deque(maxlen=win_rate_games)  # the learner's scores against snapshots
+        self._results: deque[float] = deque(maxlen=win_rate_games)  # the learner's last scores against snapshots
+        self._games_since_snapshot = 0  # how many of them the current pool has seen (the win rate's window)
         self._last_snapshot_update = 0
 
     @property
@@ -113,7 +114,7 @@ class SnapshotPool:
         return None
 
     def snapshot(self, update: int, reason: str = "requested") -> Snapshot:
-        """Freeze the learner's weights now. The win-rate window starts again: the pool has changed."""
+        """Freeze the learner's weights now. The win rate's window starts again: the pool has changed."""
         name = f"{self.name}@update{update}"
         if name in self.snapshots:
             raise ValueError(f"there is a snapshot {name!r} already")
@@ -125,7 +126,7 @@ class SnapshotPool:
         snapshot = Snapshot(name, update, reason)
         self.snapshots[name] = snapshot
         self._last_snapshot_update = update
-        self._results.clear()
+        self._games_since_snapshot = 0
         if self.elo is not None:
             self.elo.add(name, self.elo.rating(self.name))
         return snapshot
@@ -172,13 +173,19 @@ class SnapshotPool:
         if self.elo is not None:
             self.elo.record(self.name, opponent, score)
         self._results.append(float(score))
+        self._games_since_snapshot += 1
 
     def win_rate(self) -> float | None:
         """The learner's mean score against snapshots over its last ``win_rate_games`` games since the last
-        snapshot; None until it has played that many."""
-        if len(self._results) < (self._results.maxlen or 0):
+        snapshot (what a snapshot on ``win_rate_threshold`` waits for); None until it has played that many."""
+        if self._games_since_snapshot < (self._results.maxlen or 0):
             return None
         return float(np.mean(self._results))
+
+    def recent_score(self) -> tuple[float, int] | None:
+        """The learner's mean score against snapshots over its last games (``win_rate_games`` at most, whatever
+        snapshots came between: what the metrics report), and how many games that is; None before the first."""
+        return (float(np.mean(self._results)), len(self._results)) if self._results else None
 
     def _path(self, name: str) -> Path:
         assert self.directory is not None
@@ -193,6 +200,7 @@ class SnapshotPool:
             "snapshots": [asdict(s) for s in self.snapshots.values()],
             "weights": dict(self._weights),
             "results": list(self._results),
+            "games_since_snapshot": self._games_since_snapshot,
             "last_snapshot_update": self._last_snapshot_update,
             "rng": self.rng.bit_generator.state,
         }
@@ -212,5 +220,6 @@ class SnapshotPool:
         self._loaded.clear()
         self._results.clear()
         self._results.extend(state["results"])
+        self._games_since_snapshot = state.get("games_since_snapshot", len(state["results"]))  # older checkpoints
         self._last_snapshot_update = state["last_snapshot_update"]
         self.rng.bit_generator.state = state["rng"]

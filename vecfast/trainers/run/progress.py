@@ -72,20 +72,30 @@ def progress_line(metrics: dict[str, Any], total_env_steps: int, time_limit: flo
     return " · ".join(parts)
 
 
-def _selfplay_parts(metrics: dict[str, Any]) -> list[str]:
-    """A league's Elo and score against its snapshots, or each population policy's Elo; empty for other runs."""
-    parts = []
-    if metrics.get("elo") is not None:
-        parts.append(f"Elo {metrics['elo']:.0f}")
-    if metrics.get("score_vs_snapshots") is not None:
-        parts.append(f"score vs snapshots {metrics['score_vs_snapshots']:.2f}")
-    population = sorted(
-        (int(key.split("_")[1]), value)
+def selfplay_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """A self-play run's own figures among its metrics: a league's Elo and score against its snapshots (over how
+    many games), each population policy's Elo; empty for other runs."""
+    keys = ("elo", "score_vs_snapshots", "score_vs_snapshots_games", "snapshots")
+    league = {key: metrics[key] for key in keys if metrics.get(key) is not None}
+    population = {
+        key: value
         for key, value in metrics.items()
         if key.startswith("policy_") and key.endswith("_elo") and value is not None
-    )
+    }
+    return {**league, **dict(sorted(population.items(), key=lambda item: int(item[0].split("_")[1])))}
+
+
+def _selfplay_parts(metrics: dict[str, Any]) -> list[str]:
+    """A league's Elo and score against its snapshots, or each population policy's Elo; empty for other runs."""
+    own = selfplay_metrics(metrics)
+    parts = []
+    if "elo" in own:
+        parts.append(f"Elo {own['elo']:.0f}")
+    if "score_vs_snapshots" in own:
+        parts.append(f"score vs snapshots {own['score_vs_snapshots']:.2f}")
+    population = [value for key, value in own.items() if key.startswith("policy_")]
     if population:
-        parts.append("Elo " + " / ".join(f"{value:.0f}" for _, value in population) + " (policies)")
+        parts.append("Elo " + " / ".join(f"{value:.0f}" for value in population) + " (policies)")
     return parts
 
 

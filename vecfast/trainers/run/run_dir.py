@@ -152,7 +152,12 @@ class RunDir:
             self._lock.release()
             raise
         self.keep = max(1, keep)
+        self.resumed_at = resumed_at
         self.sinks: list[MetricSink] = [TensorBoardEvents(self.path, resumed_at)]
+
+    def checkpoint_path(self, env_steps: int) -> Path:
+        """The numbered checkpoint of ``env_steps``."""
+        return self.checkpoints / f"last_{env_steps:012d}.pt"
 
     def write_config(self, config: dict[str, Any]) -> None:
         _atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, default=_json_default))
@@ -177,7 +182,7 @@ class RunDir:
         timeline never costs the run the checkpoint it has just written.
         """
         env_steps = int(state["env_steps"])
-        path = self.checkpoints / f"last_{env_steps:012d}.pt"
+        path = self.checkpoint_path(env_steps)
         if best:
             _atomic_torch_save(state, self.checkpoints / "best.pt")
         if not numbered:

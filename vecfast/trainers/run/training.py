@@ -45,7 +45,7 @@ from vecfast.trainers.run.launch import (
 )
 from vecfast.trainers.run.metric_sinks import WeightsAndBiases
 from vecfast.trainers.run.metrics import IterationMetrics
-from vecfast.trainers.run.progress import ProgressPrinter
+from vecfast.trainers.run.progress import ProgressPrinter, selfplay_metrics
 from vecfast.trainers.run.run_dir import (
     RunDir,
     default_run_dir,
@@ -171,8 +171,10 @@ def train(
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
     Ctrl-C, SIGTERM or SIGUSR1 stops training after the current iteration: a final checkpoint
-    is saved and the result returned (``stats["interrupted"]``, and ``stats["stopped_by"]`` names the signal this
-    process received); a second Ctrl-C stops at once.
+    is saved and the result returned (``stats["interrupted"]``); a second Ctrl-C stops at once.
+    ``stats["stopped_by"]`` says why the run stopped: ``"total_env_steps"``, ``"train_for_seconds"``, the signal
+    this process received (``"SIGINT"``, ``"SIGTERM"``, ``"SIGUSR1"``) or ``"signal to another rank"``. A
+    self-play run's stats add its Elo and score against its snapshots (a population: each policy's Elo).
 
     A distributed scheme runs in ``num_processes`` ranks (default: one per core, one per GPU on
     CUDA) that this call starts on this machine
@@ -469,12 +471,14 @@ class _TrainingLoop:
         start = time.perf_counter()
         last_save, last_best = start, -np.inf
         interrupted = False
+        stopped_by = "total_env_steps"  # unless the loop stops for another reason
         title = f"{self.env_name} · {self.recipe.label}"
         dashboard = LiveDashboard(total_env_steps, cfg.batch_size, title, cfg.train_for_seconds) if live else None
         progress.note(
             f"{self.recipe.label} on {self.env_name}, {self.env.num_envs} envs"
             + (f" per rank x {collective.world_size()} ranks" if collective.is_distributed() else "")
             + f", {total_env_steps:,} env steps; run dir {run.path if run else '(rank 0)'}"
+            + (f"; resumed from {run.checkpoint_path(run.resumed_at)}" if run and run.resumed_at is not None else "")
         )
         if cannot_draw is not None:
             progress.note(cannot_draw)
@@ -510,10 +514,11 @@ class _TrainingLoop:
                     stop_now = collective.all_max(torch.tensor([stop.requested, out_of_time], dtype=torch.float64))
                     if metrics["env_steps"] >= total_env_steps or stop_now.any():
                         interrupted = bool(stop_now[0])
+                        stopped_by = _stop_reason(stop.signal, *stop_now.tolist())
                         break
             except KeyboardInterrupt:
                 interrupted = True
-                stop.signal = stop.signal or "SIGINT"
+                stop.signal = stopped_by = stop.signal or "SIGINT"
             except Exception as error:
                 _save_after(error, self.final_checkpoint, progress)
                 raise
@@ -537,11 +542,21 @@ class _TrainingLoop:
                 "max": float(lags[:, 2].max()),
             },
             "learner_steps": self.metrics.get("learner_steps", 0),
+            **selfplay_metrics(self.metrics),
             "time": time.perf_counter() - start,
             "interrupted": interrupted,
-            "stopped_by": stop.signal,
+            "stopped_by": stopped_by,
             "step_timeout": self.step_timeout.chosen,
         }
+
+
+def _stop_reason(signal_name: str | None, requested: float, out_of_time: float) -> str:
+    """Why the loop stopped where ``stop_now`` (a stop request, the time limit: any rank's) or the steps said
+    so: the signal this process received, ``"signal to another rank"``, ``"train_for_seconds"`` or
+    ``"total_env_steps"``."""
+    if requested:
+        return signal_name or "signal to another rank"
+    return "train_for_seconds" if out_of_time else "total_env_steps"
 
 
 def _save_after(error: Exception, final_checkpoint: Callable[[], Path | None], progress: ProgressPrinter) -> None:

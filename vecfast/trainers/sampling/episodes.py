@@ -26,8 +26,13 @@ from vecfast.vector.restarts import RESTARTED
 # info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}
 # (the return and length are counted from the rewards; "t" is wall time), SAME_STEP's final
 # observation and info (read as the final info instead), recv's env ids, the flag of an env that was restarted
-# (and Doom matches' reason for it)
-_NOT_METRICS = ("episode", "final_obs", "final_info", "env_id", RESTARTED, "match_restarted")
+# (and Doom matches' reason for it), the multi-agent vector envs' slot bookkeeping, and ALE's frame counters and
+# lives (0 at every game's end)
+_NOT_METRICS = (
+    *("episode", "final_obs", "final_info", "env_id", RESTARTED, "match_restarted"),
+    *("agent_id", "match_id", "active"),
+    *("lives", "episode_frame_number", "frame_number"),
+)
 
 
 def episode_metrics(info: Mapping[str, Any], i: int, mode: AutoresetMode) -> dict[str, float]:

@@ -281,7 +281,9 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     )
     evaluator.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluator.add_argument("--env", metavar="ENV_ID", help="evaluate on this env id instead of the run's")
-    evaluator.add_argument("--episodes", type=_positive_int, default=10, help="whole episodes (default 10)")
+    evaluator.add_argument(
+        "--episodes", type=_positive_int, help="whole episodes (default 10; 200 games against an opponent)"
+    )
     evaluator.add_argument(
         "--split", help="the env's split, e.g. val for PointNav's held-out scenes (the same as --env-kwarg split=...)"
     )
