@@ -99,7 +99,10 @@ def test_a_resumed_run_goes_on_in_the_same_wandb_run(logged: Path) -> None:
     assert history(records)[-1]["env_steps"] >= 5120
 
 
-def test_the_cli_takes_sample_factorys_wandb_options(tmp_path: Path) -> None:
+def test_the_cli_takes_sample_factorys_wandb_options(tmp_path: Path, monkeypatch, capfd) -> None:
+    """... and keeps the terminal quiet: no wandb banner, no history or summary at the end (W&B's own
+    ``WANDB_SILENT``, which the other tests set, unset here as on a user's machine)."""
+    monkeypatch.delenv("WANDB_SILENT")
     run_dir = tmp_path / "run"
     argv = ["train", "CartPole-v1", "--algo", "ppo", "--total-env-steps", "256", "--run-dir", str(run_dir),
             "--with_wandb", "true", "--wandb_project", "cli", "--wandb_group", "g", "--wandb_tags", "x", "y",
@@ -109,6 +112,8 @@ def test_the_cli_takes_sample_factorys_wandb_options(tmp_path: Path) -> None:
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     assert (run.project, run.run_group, list(run.tags)) == ("cli", "g", ["x", "y"])
     assert json.loads((run_dir / "config.json").read_text())["config"]["with_wandb"] is True
+    out, err = capfd.readouterr()
+    assert "wandb" not in err and "wandb" not in out.replace('"with_wandb"', ""), err
 
 
 def test_videos_of_pettingzoo_games_are_refused_at_the_start(tmp_path: Path) -> None:

@@ -146,6 +146,26 @@ def test_progress_follows_the_nearer_limit() -> None:
     assert board.finished
 
 
+@pytest.mark.parametrize("width", [100, 140, 160, 200])
+def test_the_header_is_one_line_at_any_width_and_says_which_limit_its_fraction_is_of(width: int) -> None:
+    """A Pong run bounded by time (10^10 steps, train_for_seconds): the header wrapped at 140 and 160 columns, and
+    its percentage (of the time) sat beside the steps' count without saying which it was."""
+    board = Dashboard(total_env_steps=10**10, batch_size=4096, title="ALE/Pong-v5 · appo", time_limit=3600.0)
+    board.update(record(1_000_000, 600.0))
+    board.update(record(2_000_000, 1200.0))
+    console = Console(width=width, record=True, force_terminal=False)
+    console.print(render(board, width))
+    lines = console.export_text().splitlines()
+    (header,) = [line for line in lines if "steps 2,000,000/10,000,000,000" in line]
+    assert "time 0:20:00/1:00:00  ETA 0:40:00" in header  # not cut, not wrapped
+    assert [line for line in lines if " 33.3% of the time" in line] == [lines[1]]  # beside the bar, first
+    if width >= 140:
+        assert header == lines[1]  # all on one line
+    timed_by_steps = Dashboard(total_env_steps=4_000_000, batch_size=4096, time_limit=3600.0)
+    timed_by_steps.update(record(2_000_000, 1200.0))
+    assert timed_by_steps.progress_of() == (0.5, "steps")
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_after_ctrl_c_the_live_dashboards_last_frame_says_interrupted_and_names_the_checkpoint(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"

@@ -107,7 +107,7 @@ class WeightsAndBiases:
                 group=self.cfg.wandb_group,
                 tags=list(self.cfg.wandb_tags),
                 config=self.config,
-                settings=self.wandb.Settings(console="off", x_disable_stats=True),
+                settings=self.wandb.Settings(console="off", x_disable_stats=True, silent=True),
             )
             self._run.define_metric("env_steps")
             self._run.define_metric("*", step_metric="env_steps")

@@ -90,12 +90,16 @@ class Dashboard:
 
     def progress(self) -> float:
         """Fraction of the run done: of the env steps, or of the time limit if that is nearer."""
+        return self.progress_of()[0]
+
+    def progress_of(self) -> tuple[float, str]:
+        """:meth:`progress`, and which limit it is the fraction of: ``"steps"`` or ``"time"``."""
         if self.last is None:
-            return 0.0
-        done = self.last["env_steps"] / self.total_env_steps if self.total_env_steps else 1.0
-        if self.time_limit:
-            done = max(done, self.last["time"] / self.time_limit)
-        return min(1.0, done)
+            return 0.0, "steps"
+        done, kind = (self.last["env_steps"] / self.total_env_steps if self.total_env_steps else 1.0), "steps"
+        if self.time_limit and self.last["time"] / self.time_limit > done:
+            done, kind = self.last["time"] / self.time_limit, "time"
+        return min(1.0, done), kind
 
     def _rate(self, key: str, since: dict[str, Any] | None) -> float:
         last = self.last
@@ -209,15 +213,22 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits", 
         components.add_row(name, f"{100 * share:5.1f}%", bar)
 
     selfplay = _selfplay_table(m)
-    done = board.progress()
+    done, kind = board.progress_of()
+    limit = f"/{_fmt_duration(board.time_limit)}" if board.time_limit else ""
+    fraction = f"{100 * done:5.1f}% of the {kind}"
+    details = (
+        f"steps {m['env_steps']:,}/{board.total_env_steps:,}  frames {m['env_frames']:,}  "
+        f"time {_fmt_duration(m['time'])}{limit}  ETA {_fmt_duration(board.eta())}"
+    )
+    room = width - 4 - 2  # inside the panel (borders and padding: 4), beside the bar (2)
+    one_line = len(fraction) + 2 + len(details) <= room - 10  # with a bar of 10 at least
+    header = f"{fraction}  {details}" if one_line else fraction
     progress = Table.grid(padding=(0, 2))
     progress.add_column()
-    progress.add_column()
-    progress.add_row(
-        ProgressBar(total=1.0, completed=done, width=max(10, width - 60)),
-        f"{100 * done:5.1f}%  frames {m['env_frames']:,}  steps {m['env_steps']:,}/{board.total_env_steps:,}  "
-        f"ETA {_fmt_duration(board.eta())}  elapsed {_fmt_duration(m['time'])}",
-    )
+    progress.add_column(no_wrap=True)
+    progress.add_row(ProgressBar(total=1.0, completed=done, width=max(10, room - len(header))), header)
+    if not one_line:  # a narrow terminal: the details under the bar
+        progress = Group(progress, Text(details, no_wrap=True, overflow="ellipsis"))
     top = Table.grid(padding=(0, 4))
     top.add_column()
     top.add_column()
