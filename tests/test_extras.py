@@ -148,6 +148,7 @@ def test_the_lean_install_benchmarks_vecfast_against_gymnasium_in_plain_text():
         (["train", "pettingzoo.classic.connect_four_v3"], "train,pettingzoo"),
         (["tune", "vecfast/DoomBasic-v0"], "train,doom"),
         (["bench", "vecfast/DoomBasic-v0"], "doom"),
+        (["train", "vecfast/DoomBasic-v0", "--ray_address", "local"], "train,doom,ray"),
     ],
 )
 def test_a_command_names_every_extra_it_needs_at_once(argv: list[str], extras: str):

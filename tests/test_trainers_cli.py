@@ -290,7 +290,8 @@ def test_a_pettingzoo_game_trains_and_evaluates_against_opponents_on_the_command
         assert rates["win_rate"] + rates["draw_rate"] + rates["loss_rate"] == 1.0
     # enjoy plays it too (it refused the module as an unknown env id); a video of a match is not recorded yet
     assert run_cli(["enjoy", str(run_dir), "--episodes", "2", "--no-video"]) == 0
-    assert "win_rate" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "win rate " in shown and "(95% interval " in shown
     argv = ["enjoy", str(run_dir), "--episodes", "2", "--video", str(tmp_path / "c4.gif")]
     error = one_error_line(capsys, argv, command="enjoy")
     assert "records videos of single-agent runs" in error

@@ -361,7 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = _command_env(args)
     try:  # a missing extra's module: the error names the extra (every one the command and its env need, at once)
         with explained_imports(args.command_prog):
-            require_all([*getattr(args, "needs", ()), *(env_modules(env) if env else ())], args.command_prog)
+            needs = [*getattr(args, "needs", ()), *(env_modules(env) if env else ())]
+            needs += ["ray"] if getattr(args, "ray_address", None) is not None else []  # samplers on a Ray cluster
+            require_all(needs, args.command_prog)
             return args.handler(args)
     except Exception as exc:  # not KeyboardInterrupt: `train` saves a final checkpoint on Ctrl-C itself
         if args.debug:

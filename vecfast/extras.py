@@ -33,6 +33,7 @@ EXTRA_OF = {
     "PIL": "video",
     "ale_py": "atari",
     "ipywidgets": "notebook",
+    "ray": "ray",
 }
 TRAIN_MODULES = tuple(module for module, extra in EXTRA_OF.items() if extra == "train")
 # the start of an env's entry point (or of a PettingZoo module's name, or an id's namespace) -> the module it needs

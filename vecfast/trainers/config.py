@@ -1,7 +1,7 @@
-"""Training configuration by concern (sampling, PPO, the asynchronous and distributed schemes, self-play, populations
-and PBT, the model, the system, the run directory): one dataclass each, whose fields carry their defaults and help
-and whose ``check`` validates them; :class:`TrainConfig` holds them all as one flat set of keys, Sample Factory's
-names where one exists, as ``vecfast train``'s options are."""
+"""Training configuration by concern (sampling, PPO, the asynchronous scheme and its samplers on Ray, the
+distributed scheme, self-play, populations and PBT, the model, the system, the run directory): one dataclass each,
+whose fields carry their defaults and help and whose ``check`` validates them; :class:`TrainConfig` holds them all
+as one flat set of keys, Sample Factory's names where one exists, as ``vecfast train``'s options are."""
 
 from __future__ import annotations
 
@@ -144,6 +144,41 @@ class DistributedConfig:
                 f"sync_frac must be in (0, 1] and min_rollout_fraction in [0, 1], "
                 f"got {self.sync_frac} and {self.min_rollout_fraction}"
             )
+
+
+@dataclass
+class RayConfig:
+    """Sampling beyond one machine: APPO's samplers as actors on a Ray cluster (the ray extra)."""
+
+    GROUP: ClassVar[str] = "Ray"
+
+    ray_address: str | None = None
+    """None: sample on this machine. Else the Ray cluster that runs the samplers, as ray.init takes it: "local"
+    starts Ray here (and stops it after the run), "auto" joins the cluster this machine belongs to, or a head
+    node's "host:port"."""
+    num_samplers: int = 2
+    """Sampler actors (ray::EnvSampler), spread over the cluster's nodes (one per node before a second on any);
+    each steps num_workers * num_envs_per_worker envs in an AsyncSharedMemVectorEnv of its node."""
+    sampler_num_cpus: float = 1.0
+    """CPUs Ray reserves for each sampler (Ray's num_cpus); its env workers use what the node has."""
+    sampler_max_restarts: int = 10
+    """Times Ray restarts a sampler whose process or node died (Ray's max_restarts), the run going on with the
+    others meanwhile; past them the run stops with a final checkpoint."""
+
+    def check(self) -> None:
+        if self.ray_address is not None and (not isinstance(self.ray_address, str) or not self.ray_address):
+            raise ValueError(
+                f"ray_address must be 'local', 'auto', a cluster's address or None, got {self.ray_address!r}"
+            )
+        _check_count("num_samplers", self.num_samplers, "")
+        if not _positive_number(self.sampler_num_cpus):
+            raise ValueError(f"sampler_num_cpus must be a positive number, got {self.sampler_num_cpus!r}")
+        if (
+            isinstance(self.sampler_max_restarts, bool)
+            or not isinstance(self.sampler_max_restarts, int)
+            or (self.sampler_max_restarts < 0)
+        ):
+            raise ValueError(f"sampler_max_restarts must be an int >= 0, got {self.sampler_max_restarts!r}")
 
 
 @dataclass
@@ -422,6 +457,7 @@ class TrainConfig(
     PopulationConfig,
     SelfPlayConfig,
     DistributedConfig,
+    RayConfig,
     AsyncConfig,
     PPOConfig,
     SamplingConfig,
@@ -469,6 +505,7 @@ CONCERNS = (
     SamplingConfig,
     PPOConfig,
     AsyncConfig,
+    RayConfig,
     DistributedConfig,
     SelfPlayConfig,
     PopulationConfig,

@@ -18,11 +18,12 @@ what evaluates or exports it sees the observations it trained on:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 from gymnasium.envs.registration import _find_spec, load_env_creator  # make_vec's own id lookup
@@ -30,6 +31,9 @@ from gymnasium.vector import VectorEnv
 
 from vecfast.vector.batched_send_recv import BatchedSendRecv, has_own_send_recv
 from vecfast.vector.make import SHARED_MEMORY_MODE, env_namespace, import_env_provider, make_vec
+
+if TYPE_CHECKING:
+    from vecfast.trainers.config import TrainConfig
 
 VECTOR_ENTRY_POINT = "vector_entry_point"
 VECTORIZATIONS = (VECTOR_ENTRY_POINT, SHARED_MEMORY_MODE)
@@ -154,6 +158,27 @@ class EnvSource:
             self.id, num_envs=num_envs, vectorization_mode=SHARED_MEMORY_MODE, vector_kwargs=vector_kwargs,
             wrappers=wrappers, **kwargs,
         )  # fmt: skip
+
+    def on_ray(self, cfg: TrainConfig) -> VectorEnv:
+        """The run's envs on the Ray cluster at ``cfg.ray_address``: ``cfg.num_samplers`` samplers, each stepping
+        ``cfg.num_envs`` envs in an AsyncSharedMemVectorEnv of its node (:mod:`vecfast.cluster`)."""
+        from vecfast.cluster.remote_vector_env import RemoteVectorEnv
+
+        make = functools.partial(
+            self.build,
+            cfg.num_envs,
+            SHARED_MEMORY_MODE,
+            num_workers=cfg.num_workers,
+            start_timeout=cfg.env_start_timeout,
+            restart_failed_workers=cfg.restart_failed_workers,
+        )
+        return RemoteVectorEnv(
+            [make] * cfg.num_samplers,
+            cfg.ray_address,
+            num_cpus=cfg.sampler_num_cpus,
+            max_restarts=cfg.sampler_max_restarts,
+            start_timeout=cfg.env_start_timeout,
+        )
 
     def name(self, built: VectorEnv) -> str:
         """What the run calls its env: the id, a PettingZoo module's dotted name, else the built env's spec or class."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vecfast.extras import require
 from vecfast.trainers.config import AUTO, TrainConfig, check_keys
 from vecfast.trainers.registry import Recipe, resolve
 from vecfast.trainers.run import collective
@@ -135,6 +136,7 @@ def resolve_run(
     cfg = layers.config()
     resolve_device(cfg)  # bad keys or values, or a device this machine lacks, fail before the envs
     _check_acting_plan(recipe, cfg, policy_mapping)
+    _check_ray(recipe, cfg, source)
     if run_dir is None and rank is None and source.id is not None:
         run_dir = default_run_dir(source.id, recipe.label)  # named before the envs start: their chatter goes there
     return RunSpec(
@@ -160,6 +162,22 @@ def _check_acting_plan(recipe: Recipe, cfg: TrainConfig, policy_mapping: Any) ->
         raise ValueError(
             f"num_policies={cfg.num_policies}: populations train under the sync and async schemes (algo='ppo' or "
             f"'appo'), not {recipe.label}"
+        )
+
+
+def _check_ray(recipe: Recipe, cfg: TrainConfig, source: EnvSource) -> None:
+    """Sampling on a Ray cluster where it is built: APPO, on envs that vecfast makes (before Ray starts)."""
+    if cfg.ray_address is None:
+        return
+    require("ray", "ray_address")
+    if recipe.scheme != "async":
+        raise ValueError(
+            f"ray_address: samplers on a Ray cluster feed the asynchronous scheme (algo='appo'), not {recipe.label}"
+        )
+    if source.is_vector_env or source.id is None:
+        raise ValueError(
+            "ray_address: each sampler makes its envs on its node from an env id (a PettingZoo game's matches, "
+            "and a given env or factory, sample on this machine)"
         )
 
 

@@ -257,16 +257,20 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
     vectorization = source.vectorization(recipe.scheme_spec.double_buffered)
     restore_log = chatter.log_to(spec.run_dir)
     try:
-        vec_env = source.build(
-            sampling.num_envs,
-            vectorization,
-            num_workers=sampling.num_workers,
-            batch_size=sampling.num_envs // 2
-            if recipe.scheme_spec.double_buffered and sampling.num_envs >= 2
-            else None,
-            start_timeout=sampling.env_start_timeout,
-            restart_failed_workers=sampling.restart_failed_workers,
-            extra_kwargs=_rank_env_kwargs(source, rank),  # not stored: evaluate and resume see it all
+        vec_env = (
+            source.on_ray(sampling)
+            if sampling.ray_address is not None
+            else source.build(
+                sampling.num_envs,
+                vectorization,
+                num_workers=sampling.num_workers,
+                batch_size=sampling.num_envs // 2
+                if recipe.scheme_spec.double_buffered and sampling.num_envs >= 2
+                else None,
+                start_timeout=sampling.env_start_timeout,
+                restart_failed_workers=sampling.restart_failed_workers,
+                extra_kwargs=_rank_env_kwargs(source, rank),  # not stored: evaluate and resume see it all
+            )
         )
     except BaseException:
         restore_log()

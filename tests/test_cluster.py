@@ -1,0 +1,239 @@
+"""APPO's samplers on a real Ray cluster of two nodes on this machine (Ray's own ``cluster_utils``): the remote
+vector env against vecfast's local one on the same seeds and actions, a sampler SIGKILLed mid-run (the other's
+trajectories unchanged, one restart, nothing left over), CartPole trained over both nodes, and the sockets a
+Ray that vecfast starts opens."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+# as Ray's docs say for a cluster with token authentication (the default of `ray start --head` since Ray 2.5x):
+# the mode is read when ray is imported, so it is set before
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+ray = pytest.importorskip("ray")
+
+import vecfast  # noqa: E402
+from vecfast.cluster.remote_vector_env import RemoteVectorEnv  # noqa: E402
+
+ENVS_PER_SAMPLER = 4
+# a sampler's vector env, made on its node: only importable functions travel to the Ray workers
+MAKE = functools.partial(vecfast.make_vec, "CartPole-v1", ENVS_PER_SAMPLER, "shared_memory", {"num_workers": 2})
+
+
+@dataclass(frozen=True)
+class TwoNodes:
+    address: str
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[TwoNodes]:
+    """A head node and a second node on this machine, one CPU each (a sampler fits on each, not two on one),
+    started as a user starts a cluster: ``ray start`` twice (their processes are not this one's children)."""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    common = ["--num-cpus", "1", "--disable-usage-stats"]
+    head = [ray_cli, "start", "--head", "--port", str(port), "--include-dashboard", "false", *common]
+    subprocess.run(head, env=env, check=True, capture_output=True, timeout=120)
+    try:
+        address = f"{ray._private.services.get_node_ip_address()}:{port}"
+        subprocess.run([ray_cli, "start", "--address", address, *common], env=env, check=True, capture_output=True,
+                       timeout=120)  # fmt: skip
+        yield TwoNodes(address)
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def action(env: int, step: int) -> int:
+    return (env * 7 + step * 3) % 5 % 2
+
+
+def trajectories(env, steps: int, on_step=None) -> dict[int, list[tuple]]:
+    """Each env's first ``steps`` results (observation, reward, ends, restarted) under :func:`action`, stepped
+    through ``send``/``recv`` in whatever batches the env returns."""
+    env.async_reset(seed=0)
+    counts = np.zeros(env.num_envs, dtype=int)
+    records: dict[int, list[tuple]] = {j: [] for j in range(env.num_envs)}
+    while counts.min() < steps:
+        obs, rewards, terminated, truncated, info = env.recv()
+        ids = np.asarray(info["env_id"])
+        restarted = info.get("restarted", np.zeros(len(ids), bool)) & info.get("_restarted", np.zeros(len(ids), bool))
+        for row, j in enumerate(ids.tolist()):
+            records[j].append((obs[row].tolist(), float(rewards[row]), bool(terminated[row]), bool(truncated[row]),
+                               bool(restarted[row])))  # fmt: skip
+        env.send(np.array([action(j, counts[j]) for j in ids]), ids)
+        counts[ids] += 1
+        if on_step is not None:
+            on_step(counts)
+    return {j: records[j][:steps] for j in records}
+
+
+def test_samplers_on_two_nodes_step_as_the_local_vector_env_does(cluster: TwoNodes, make_async) -> None:
+    reference = make_async([functools.partial(__import__("gymnasium").make, "CartPole-v1")] * 8, num_workers=2,
+                           batch_size=4)  # fmt: skip
+    expected = trajectories(reference, 60)
+    env = RemoteVectorEnv([MAKE, MAKE], cluster.address)
+    try:
+        assert env.num_envs == 8 and len({info.node_id for info in env.infos}) == 2  # one sampler per node
+        assert trajectories(env, 60) == expected
+        obs, info = env.reset(seed=0)  # gymnasium's API too: every env at once, in env order
+        np.testing.assert_array_equal(obs[:, :1], np.array([[expected[j][0][0][0]] for j in range(8)]))
+        obs, rewards, terminated, truncated, info = env.step(np.array([action(j, 0) for j in range(8)]))
+        np.testing.assert_allclose(obs, np.array([expected[j][1][0] for j in range(8)]))
+        assert rewards.tolist() == [1.0] * 8
+    finally:
+        env.close()
+
+
+def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change(cluster: TwoNodes) -> None:
+    env = RemoteVectorEnv([MAKE, MAKE], cluster.address, max_restarts=1)
+    try:
+        expected = trajectories(env, 80)
+        victim = psutil.Process(env.infos[1].pid)
+        assert victim.name().startswith("ray::EnvSampler")  # the process title says what runs there
+        workers = victim.children(recursive=True)
+        killed = []
+
+        def kill_once(counts: np.ndarray) -> None:
+            if not killed and counts.min() >= 30:
+                killed.append(time.monotonic())
+                os.kill(victim.pid, signal.SIGKILL)
+
+        got = trajectories(env, 80, kill_once)
+        assert killed and len(env.restarts) == 1 and env.restarts[0].env_indices == (4, 5, 6, 7)
+        for j in range(4):  # the other sampler's envs: the same data as without the failure
+            assert got[j] == expected[j]
+        for j in range(4, 8):  # each lost env ends its episode truncated, then a new one starts
+            lost = [t for t, step in enumerate(got[j]) if step[4]]
+            assert len(lost) == 1 and got[j][lost[0]][3], got[j][lost[0]]
+            assert got[j][: lost[0]] == expected[j][: lost[0]]
+        gone = psutil.wait_procs(workers, timeout=10)[1]
+        assert not gone, f"the killed sampler's env workers outlived it: {gone}"
+    finally:
+        env.close()
+    assert not [name for name in os.listdir("/dev/shm") if name.startswith(("vecfast", "psm_"))]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: TwoNodes, tmp_path: Path) -> None:
+    """Random play lasts ~22 steps; over two nodes APPO passes 195 as it does on one machine."""
+    result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=60_000, run_dir=tmp_path / "run",
+                           ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
+                           seed=0, train_for_seconds=150, print_every_sec=None)  # fmt: skip
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    best = max(r.get("mean_episode_return", 0.0) for r in records)
+    assert best >= 195, f"best mean return {best} in {result.stats['env_steps']} env steps"
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["num_envs"] == 8 and config["config"]["ray_address"] == cluster.address
+
+
+def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(cluster: TwoNodes, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    pids: list[int] = []
+
+    def sampler_pids() -> list[int]:
+        """The samplers' actor processes (``ray::EnvSampler``, ``ray::EnvSampler.step``), not their env workers
+        (forked from an actor, they inherit its title)."""
+        titled = {p.pid: p for p in psutil.process_iter(["name", "ppid"]) if (p.info["name"] or "").startswith(
+            "ray::EnvSampler"
+        )}  # fmt: skip
+        return [pid for pid, p in titled.items() if p.info["ppid"] not in titled]
+
+    import threading
+
+    def kill_one() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (run_dir / "metrics.jsonl").exists():
+            time.sleep(0.2)
+        time.sleep(2)
+        pids.extend(sampler_pids())
+        os.kill(pids[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=10**9, run_dir=run_dir,
+                           ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
+                           seed=0, train_for_seconds=15, print_every_sec=None)  # fmt: skip
+    killer.join()
+    assert result.stats["stopped_by"] == "train_for_seconds"
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["restarts"] == 1
+    assert len(pids) == 2 and not sampler_pids(), "a sampler outlived its run"
+
+
+def readme_listeners() -> dict[str, str]:
+    """The README's table of what a Ray that vecfast starts listens on: each process named in its first column
+    (in backquotes), and where it listens."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = text.split("<!-- ray-listeners -->")[1].split("<!-- /ray-listeners -->")[0]
+    listeners = {}
+    for row in table.strip().splitlines()[2:]:
+        process, where = row.strip("|").split("|")
+        for name in re.findall(r"`([^`]+)`", process):
+            listeners[name] = where.strip()
+    return listeners
+
+
+def test_a_local_ray_opens_what_the_readme_lists_and_no_dashboard() -> None:
+    """A Ray that vecfast starts (``ray_address="local"``): every listening socket of its processes belongs to a
+    process the README names, where it says (all interfaces, or the node's address); no dashboard (8265) and no
+    Ray client server (10001)."""
+    listed = readme_listeners()
+    assert set(listed) >= {"gcs_server", "raylet", "python", "ray::EnvSampler", "ray::IDLE", "ray::RuntimeEnvAgent"}
+    before = {p.pid for p in psutil.process_iter() if _is_ray_process(p)}  # another cluster's, if one runs
+    env = RemoteVectorEnv([MAKE], "local")
+    try:
+        started = [p for p in psutil.process_iter() if _is_ray_process(p) and p.pid not in before]
+        ray_pids = {p.pid for p in started} | {os.getpid()}
+        sockets = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid]
+        seen = set()
+        for conn in sockets:
+            if conn.pid not in ray_pids:
+                continue
+            name = "python" if conn.pid == os.getpid() else psutil.Process(conn.pid).name()
+            kind = next((k for k in listed if name == k or name.startswith(k + ".")), None)
+            assert kind is not None, f"{name} (pid {conn.pid}) listens on {conn.laddr}, which the README does not list"
+            everywhere = conn.laddr.ip in ("0.0.0.0", "::")
+            assert everywhere == ("all interfaces" in listed[kind]), f"{name} listens on {conn.laddr.ip}"
+            assert conn.laddr.port not in (8265, 10001)
+            seen.add(kind)
+        assert {"gcs_server", "raylet", "python", "ray::RuntimeEnvAgent"} <= seen
+    finally:
+        env.close()
+    left = psutil.wait_procs(started, timeout=10)[1]
+    assert not left, f"the Ray that the run started outlived it: {[p.name() for p in left]}"
+
+
+def _is_ray_process(proc: psutil.Process) -> bool:
+    try:
+        return proc.name() in ("gcs_server", "raylet") or proc.name().startswith("ray::")
+    except psutil.Error:
+        return False
+
+
+def test_what_samples_on_ray_is_said_before_ray_starts(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"feed the asynchronous scheme \(algo='appo'\), not ppo"):
+        vecfast.train("CartPole-v1", algo="ppo", run_dir=tmp_path / "a", ray_address="local")
+    with pytest.raises(ValueError, match="PettingZoo game's matches, and a given env or factory, sample on this"):
+        vecfast.train("pettingzoo.classic.connect_four_v3", run_dir=tmp_path / "b", ray_address="local")
+    with pytest.raises(ValueError, match="num_samplers must be an int >= 1"):
+        vecfast.train("CartPole-v1", run_dir=tmp_path / "c", ray_address="local", num_samplers=0)
+    assert not (tmp_path / "a").exists() and not ray.is_initialized()

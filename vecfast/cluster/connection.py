@@ -1,0 +1,40 @@
+"""The Ray cluster a run samples on: joined (``"auto"``, a head node's address) or started on this machine
+(``"local"``), and left as it was found.
+
+A Ray that vecfast starts opens what Ray cannot do without (its GCS, the raylet, the object manager, one port per
+worker process) and nothing more: no dashboard, no client server, no metrics export. Ray binds those to the node's
+address, not to loopback (it resolves ``127.0.0.1`` to the node's address itself); Ray 2.60 and later require a
+token on every connection by default (``RAY_AUTH_MODE``). A Ray cluster still belongs on a private network.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import ModuleType
+
+from vecfast.extras import require
+
+LOCAL = "local"
+
+
+class RayConnection:
+    """``ray.init`` for ``address`` unless this process is connected already (then the caller's connection is
+    used and left alone); :meth:`close` disconnects, and stops a Ray that this connection started."""
+
+    def __init__(self, address: str) -> None:
+        self.ray: ModuleType = require("ray", "sampling on a Ray cluster")
+        self.owned = not self.ray.is_initialized()
+        if not self.owned:
+            return
+        quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
+        if address == LOCAL:
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reports from a Ray vecfast starts
+            self.ray.init(address=LOCAL, include_dashboard=False, **quiet)  # a new Ray, even beside a running one
+        else:
+            self.ray.init(address=address, **quiet)
+
+    def close(self) -> None:
+        if self.owned and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.owned = False

@@ -1,0 +1,361 @@
+"""Samplers on the nodes of a Ray cluster as one vector env with EnvPool's ``send``/``recv``: SEED RL's central
+inference, where each node only steps envs and the learner's process acts for all of them.
+
+Each :class:`~vecfast.cluster.env_sampler.EnvSampler` owns a contiguous block of the env indices. Its envs are
+kept in two halves: while the node steps one half, the learner's process acts for the other (``recv`` returns
+whichever half a node finished first, across all nodes), so the network's delay overlaps the inference as the
+envs' stepping does. One call per half carries the actions there and the results back.
+
+A sampler whose process or node dies is restarted by Ray (``max_restarts``); its envs are then new. What the
+caller sees is what vecfast's own vector env shows for a worker it replaced (:mod:`vecfast.vector.restarts`):
+each of those envs ends its episode truncated with the last observation it returned and ``info["restarted"]``,
+then starts a new one as the autoreset mode says, and :attr:`RemoteVectorEnv.restarts` records the loss. The
+other samplers' envs go on untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, create_empty_array
+
+from vecfast.cluster.connection import RayConnection
+from vecfast.cluster.env_sampler import EnvSampler, SamplerInfo
+from vecfast.vector.errors import WorkerDiedError
+from vecfast.vector.restarts import RESTARTED, Restart
+from vecfast.wrappers.base import StepResult
+
+POLL_SECONDS = 0.2  # how often a wait on the cluster checks for Ctrl-C
+
+
+class _Stage(enum.Enum):
+    """Where an env stands after its sampler was lost."""
+
+    LIVE = "live"  # stepped by its sampler
+    LOST = "lost"  # its episode was lost: the next send reports it truncated
+    RESET_OWED = "reset owed"  # (NEXT_STEP) the next send returns the new env's first observation
+
+
+class RemoteVectorEnv(VectorEnv):
+    """``len(make_envs)`` samplers, sampler ``i`` building its vector env with ``make_envs[i]`` on a node of the
+    cluster at ``address`` (see :class:`~vecfast.cluster.connection.RayConnection`), spread over the nodes (one
+    per node before a second on any), ``num_cpus`` reserved for each; env indices run over the samplers in order.
+
+    ``async_reset``/``send``/``recv`` as vecfast's AsyncSharedMemVectorEnv has them (``recv`` returns one half of
+    one sampler's envs, ``info["env_id"]`` naming them); ``reset`` and ``step`` act on every env at once.
+    """
+
+    def __init__(
+        self,
+        make_envs: Sequence[Callable[[], VectorEnv]],
+        address: str,
+        *,
+        num_cpus: float = 1.0,
+        max_restarts: int = 10,
+        start_timeout: float | None = 600.0,
+    ) -> None:
+        self.connection = RayConnection(address)
+        self.ray = self.connection.ray
+        self.max_restarts, self.start_timeout = max_restarts, start_timeout
+        self.restarts: list[Restart] = []
+        self._step_timeout: float | None = None
+        self.actors: list[Any] = []
+        self.placement: Any = None
+        try:
+            self._start(make_envs, num_cpus, start_timeout)
+        except BaseException:
+            self.close()
+            raise
+        first = self.infos[0]
+        self.num_envs = int(self.offsets[-1])
+        self.single_observation_space = first.single_observation_space
+        self.single_action_space = first.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = dict(first.metadata)
+        self.autoreset_mode = AutoresetMode(self.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            self.close()
+            raise ValueError("RemoteVectorEnv steps envs that reset themselves (NEXT_STEP or SAME_STEP autoreset)")
+        self.render_mode = None
+        self.closed = False
+        self._in_flight: dict[Any, tuple[int, bool]] = {}  # call -> its sampler, and whether it is a reset
+        self._ready: deque[StepResult] = deque()  # results that need no call: a lost sampler's envs
+        self._out = np.zeros(self.num_envs, dtype=bool)  # sent (or reset) and not yet returned by recv
+        self._stage = np.array([_Stage.LIVE] * self.num_envs, dtype=object)
+        self._last_obs = create_empty_array(self.single_observation_space, self.num_envs)
+        self._new_episode: dict[int, StepResult] = {}  # a restarted sampler's reset, for its envs' RESET_OWED
+
+    def _start(
+        self, make_envs: Sequence[Callable[[], VectorEnv]], num_cpus: float, start_timeout: float | None
+    ) -> None:
+        ray = self.ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundles = [{"CPU": num_cpus} for _ in make_envs]
+        self.placement = placement_group(bundles, strategy="SPREAD")
+        ready, _ = ray.wait([self.placement.ready()], timeout=start_timeout)
+        if not ready:
+            raise TimeoutError(
+                f"the Ray cluster could not place {len(bundles)} samplers of num_cpus={num_cpus} within "
+                f"{start_timeout} s (it has {ray.cluster_resources().get('CPU', 0):g} CPUs on "
+                f"{len(ray.nodes())} nodes): fewer samplers, or a smaller sampler_num_cpus"
+            )
+        remote = ray.remote(EnvSampler)
+        for i, make_env in enumerate(make_envs):
+            strategy = PlacementGroupSchedulingStrategy(placement_group=self.placement, placement_group_bundle_index=i)
+            options = {"num_cpus": num_cpus, "max_restarts": self.max_restarts, "max_task_retries": 0}
+            self.actors.append(remote.options(**options, scheduling_strategy=strategy).remote(make_env))
+        self.infos: list[SamplerInfo] = ray.get([actor.info.remote() for actor in self.actors], timeout=start_timeout)
+        self.offsets = np.cumsum([0] + [info.num_envs for info in self.infos])
+
+    # ------------------------------------------------------------------ EnvPool's API
+    def async_reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Reset every env (env ``i`` with ``seed + i``); ``recv`` returns them half a sampler at a time."""
+        if options:
+            raise ValueError(f"RemoteVectorEnv resets every env, without options; got {options!r}")
+        self._in_flight.clear()
+        self._ready.clear()
+        self._new_episode.clear()
+        self._stage[:] = _Stage.LIVE
+        for i, actor in enumerate(self.actors):
+            self._in_flight[actor.reset.remote(None if seed is None else seed + int(self.offsets[i]))] = (i, True)
+        self._out[:] = True
+
+    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
+        """Step envs ``env_ids`` (returned by ``recv`` since they were last sent) with the rows of ``actions``."""
+        ids = np.asarray(env_ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) == 0:
+            raise ValueError(f"env_ids must be a non-empty 1-D integer array, got {env_ids!r}")
+        if ids.min() < 0 or ids.max() >= self.num_envs or len(np.unique(ids)) != len(ids):
+            raise ValueError(f"env_ids must be distinct env indices in [0, {self.num_envs}), got {ids.tolist()}")
+        if self._out[ids].any():
+            raise RuntimeError(f"envs {ids[self._out[ids]].tolist()} were sent and not yet returned by recv()")
+        samplers = np.searchsorted(self.offsets, ids, side="right") - 1
+        for i in np.unique(samplers).tolist():
+            rows = np.flatnonzero(samplers == i)
+            for stage in (_Stage.LIVE, _Stage.LOST, _Stage.RESET_OWED):
+                chosen = rows[self._stage[ids[rows]] == stage]
+                if len(chosen):
+                    self._send(i, stage, ids[chosen], _rows(actions, chosen))
+        self._out[ids] = True
+
+    def _send(self, i: int, stage: _Stage, ids: np.ndarray, actions: Any) -> None:
+        if stage == _Stage.LIVE:
+            self._in_flight[self.actors[i].step.remote(actions, ids - self.offsets[i])] = (i, False)
+        elif stage == _Stage.LOST:
+            self._ready.append(self._lost_episodes(i, ids))
+        else:
+            self._ready.append(self._first_steps(i, ids))
+
+    def recv(self) -> StepResult:
+        """The results of the first envs to be done: half of one sampler's envs (all of a lost sampler's)."""
+        while not self._ready:
+            if not self._in_flight:
+                raise RuntimeError("recv() with no envs sent: send() or async_reset() first")
+            done, _ = self.ray.wait(list(self._in_flight), num_returns=1, timeout=POLL_SECONDS)
+            if not done:
+                continue
+            i, reset = self._in_flight.pop(done[0])
+            try:
+                result = self.ray.get(done[0])
+            except self.ray.exceptions.RayActorError as error:
+                self._restart(i, error)
+                continue
+            self._received(i, result, reset)
+        result = self._ready.popleft()
+        self._out[result[4]["env_id"]] = False
+        return result
+
+    def _received(self, i: int, result: StepResult, reset: bool) -> None:
+        """A sampler's reply, with global env ids, as one result (a step's) or two halves (a reset's: from then on,
+        each half is stepped while the learner acts for the other)."""
+        result = _take(result, slice(None))  # the caller's own arrays (Ray's come read-only from its object store)
+        local = np.asarray(result[4]["env_id"])
+        result[4]["env_id"] = local + self.offsets[i]
+        _set_rows(self._last_obs, result[4]["env_id"], result[0])
+        if reset and len(local) >= 2:
+            half = len(local) // 2
+            self._ready.extend([_take(result, np.arange(half)), _take(result, np.arange(half, len(local)))])
+        else:
+            self._ready.append(result)
+
+    # ------------------------------------------------------------------ a lost sampler
+    def _restart(self, i: int, error: BaseException) -> None:
+        """Sampler ``i`` died: wait for Ray to restart it, reset its new envs, and report its envs' episodes as
+        lost (those in flight now, the others on their next send)."""
+        ids = np.arange(self.offsets[i], self.offsets[i + 1])
+        for call in [call for call, (sampler, _) in self._in_flight.items() if sampler == i]:
+            del self._in_flight[call]  # lost with the sampler
+        self.restarts.append(Restart.of_worker(i, tuple(ids.tolist()), "died", None, error))
+        reset = _take(self._reset_restarted(i, ids, error), slice(None))
+        if self._step_timeout is not None:
+            self.actors[i].set_step_timeout.remote(self._step_timeout)
+        reset[4]["env_id"] = np.asarray(reset[4]["env_id"]) + self.offsets[i]
+        self._new_episode[i] = reset
+        self._stage[ids] = _Stage.LOST
+        waiting = ids[self._out[ids]]
+        self._ready = deque(r for r in self._ready if not np.isin(r[4]["env_id"], ids).any())
+        if len(waiting):
+            self._ready.append(self._lost_episodes(i, waiting))
+
+    def _reset_restarted(self, i: int, ids: np.ndarray, error: BaseException) -> StepResult:
+        """Sampler ``i``'s new envs, reset, once Ray has restarted it (a WorkerDiedError where it will not)."""
+        exceptions = self.ray.exceptions
+        deadline = time.monotonic() + (self.start_timeout or float("inf"))
+        while True:
+            try:
+                return self.ray.get(self.actors[i].reset.remote(None))
+            except exceptions.ActorUnavailableError:  # still restarting
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(POLL_SECONDS)
+            except exceptions.RayActorError as final:
+                raise WorkerDiedError(
+                    f"sampler {i} (envs {ids[0]} to {ids[-1]}) died and Ray did not restart it "
+                    f"(sampler_max_restarts={self.max_restarts}): {error}"
+                ) from final
+
+    def _lost_episodes(self, i: int, ids: np.ndarray) -> StepResult:
+        """Envs ``ids`` of lost sampler ``i``: their episodes end truncated, with the last observations they
+        returned (SAME_STEP: the new envs' first observations, the last ones as ``final_obs``)."""
+        n = len(ids)
+        flags = np.ones(n, dtype=bool)
+        info: dict[str, Any] = {RESTARTED: flags, f"_{RESTARTED}": flags.copy(), "env_id": ids}
+        last = _rows(self._last_obs, ids)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            first = self._first_steps(i, ids)
+            final_obs = np.empty(n, dtype=object)
+            final_obs[:] = [_rows(last, [k]) for k in range(n)]
+            info.update({"final_obs": final_obs, "_final_obs": flags.copy(), "final_info": {}})
+            info["_final_info"] = flags.copy()
+            self._stage[ids] = _Stage.LIVE
+            return first[0], np.zeros(n), np.zeros(n, dtype=bool), flags.copy(), info
+        self._stage[ids] = _Stage.RESET_OWED
+        return last, np.zeros(n), np.zeros(n, dtype=bool), flags.copy(), info
+
+    def _first_steps(self, i: int, ids: np.ndarray) -> StepResult:
+        """Envs ``ids`` of restarted sampler ``i``: their new envs' first observations (the reset done on restart)."""
+        reset = self._new_episode[i]
+        result = _take(reset, np.searchsorted(reset[4]["env_id"], ids))
+        self._stage[ids] = _Stage.LIVE
+        return result
+
+    @property
+    def step_timeout(self) -> float | None:
+        """Each sampler's vector env's ``step_timeout`` (a restarted sampler gets it again)."""
+        return self._step_timeout
+
+    @step_timeout.setter
+    def step_timeout(self, seconds: float | None) -> None:
+        self._step_timeout = seconds
+        for actor in self.actors:
+            actor.set_step_timeout.remote(seconds)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every env, in env order."""
+        per_sampler = self.ray.get([actor.get_attr.remote(name) for actor in self.actors])
+        return tuple(value for values in per_sampler for value in values)
+
+    # ------------------------------------------------------------------ gymnasium's API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        self.async_reset(seed, options)
+        obs, _, _, _, info = self._gather()
+        return obs, info
+
+    def step(self, actions: Any) -> StepResult:
+        self.send(actions, np.arange(self.num_envs))
+        return self._gather()
+
+    def _gather(self) -> StepResult:
+        """``recv`` until every env has returned; their results in env order."""
+        results = []
+        while self._out.any():
+            results.append(self.recv())
+        obs = create_empty_array(self.single_observation_space, self.num_envs)
+        rewards = np.zeros(self.num_envs)
+        terminated, truncated = np.zeros(self.num_envs, dtype=bool), np.zeros(self.num_envs, dtype=bool)
+        info: dict[str, Any] = {}
+        for result in results:
+            ids = result[4]["env_id"]
+            _set_rows(obs, ids, result[0])
+            rewards[ids], terminated[ids], truncated[ids] = result[1], result[2], result[3]
+            _place_info(info, {k: v for k, v in result[4].items() if k != "env_id"}, ids, self.num_envs)
+        return obs, rewards, terminated, truncated, info
+
+    def close_extras(self, **kwargs: Any) -> None:
+        ray = self.ray
+        calls = []
+        for actor in self.actors:
+            with contextlib.suppress(Exception):  # a sampler that is gone has nothing to close
+                calls.append(actor.close.remote())
+        if calls:
+            ray.wait(calls, num_returns=len(calls), timeout=30)
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.actors = []
+        if self.placement is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.placement)
+            self.placement = None
+        self.connection.close()
+
+    def close(self, **kwargs: Any) -> None:
+        if getattr(self, "closed", False):
+            return
+        self.close_extras(**kwargs)
+        self.closed = True
+
+
+def _rows(tree: Any, rows: Any) -> Any:
+    """Rows ``rows`` of every array of an observation or action batch (dicts and tuples of arrays)."""
+    if isinstance(tree, dict):
+        return {key: _rows(value, rows) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_rows(value, rows) for value in tree)
+    return np.array(np.asarray(tree)[rows])  # a copy, also where ``rows`` is a slice
+
+
+def _set_rows(tree: Any, rows: Any, values: Any) -> None:
+    if isinstance(tree, dict):
+        for key in tree:
+            _set_rows(tree[key], rows, values[key])
+    elif isinstance(tree, tuple):
+        for part, value in zip(tree, values, strict=True):
+            _set_rows(part, rows, value)
+    else:
+        tree[rows] = values
+
+
+def _take(result: StepResult, rows: np.ndarray) -> StepResult:
+    """Rows ``rows`` of a step's results, its info included (arrays and masks, nested dicts)."""
+    obs, rewards, terminated, truncated, info = result
+    return _rows(obs, rows), *(_rows(part, rows) for part in (rewards, terminated, truncated)), _info_rows(info, rows)
+
+
+def _info_rows(info: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    return {
+        key: _info_rows(value, rows) if isinstance(value, dict) else _rows(value, rows) for key, value in info.items()
+    }
+
+
+def _place_info(out: dict[str, Any], info: dict[str, Any], ids: np.ndarray, n: int) -> None:
+    """Write a batch's vector info into ``out`` (every env's) at rows ``ids``: a key that other batches lack is
+    zero there, its ``_key`` mask False, as in gymnasium's vector infos."""
+    for key, value in info.items():
+        if isinstance(value, dict):
+            _place_info(out.setdefault(key, {}), value, ids, n)
+            continue
+        value = np.asarray(value)
+        if key not in out:
+            out[key] = np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+        out[key][ids] = value
