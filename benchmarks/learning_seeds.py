@@ -18,6 +18,7 @@ Targets (``--target`` and ``--steps``/``--frames`` override them):
     python benchmarks/learning_seeds.py CartPole-v1 --seeds 0-9 --json benchmarks/learning_seeds_cartpole.json
     python benchmarks/learning_seeds.py vecfast/DoomBasic-v0 --seeds 0-2 --json benchmarks/learning_seeds_doombasic.json
     python benchmarks/learning_seeds.py CartPole-v1 --seeds 0,3 --set lr_schedule=linear_decay
+    python benchmarks/learning_seeds.py CartPole-v1 --ray-nodes 2 --seeds 0-4 --json FILE   # samplers on Ray
     python benchmarks/learning_seeds.py CartPole-v1 --algo ddppo --num-processes 2 \
         --json benchmarks/learning_seeds_cartpole_ddppo.json --curves benchmarks/results/learning_seeds/cartpole_ddppo
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -38,10 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import parse_overrides, parse_seeds
+os.environ.setdefault("RAY_AUTH_MODE", "token")  # --ray-nodes' token authentication, read when ray is imported
+from common import parse_overrides, parse_seeds  # noqa: E402
 
-import vecfast  # noqa: F401  (registers the vecfast/ ids)
-from vecfast.trainers import train
+import vecfast  # noqa: E402, F401  (registers the vecfast/ ids)
+from vecfast.trainers import train  # noqa: E402
 
 # env id -> (target mean return, env steps or None, frames or None, seeds that must reach it out of 10 / of all)
 TARGETS: dict[str, dict[str, Any]] = {
@@ -159,7 +162,20 @@ def main() -> None:
     p.add_argument("--keep-runs", type=Path, help="keep each seed's run directory as DIR/seed<N> (default: temporary)")
     p.add_argument("--curves", type=Path, help="write each seed's thinned learning curve and config to DIR/seed<N>")
     p.add_argument("--num-processes", type=int, help="ranks of a distributed scheme (algo=ddppo), on this machine")
+    p.add_argument("--ray-nodes", type=int, help="start this many Ray nodes here (1 CPU each) and sample on them: "
+                   "one sampler per node (algo=appo)")  # fmt: skip
     args = p.parse_args()
+    if args.ray_nodes:
+        from vecfast.cluster.local_nodes import LocalNodes
+
+        with LocalNodes(num_nodes=args.ray_nodes, num_cpus=1) as nodes:
+            args.set = [*args.set, f"ray_address={nodes.address}", f"num_samplers={args.ray_nodes}"]
+            run(p, args)
+    else:
+        run(p, args)
+
+
+def run(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
     known = TARGETS.get(args.env, {"target": None, "steps": 1_000_000, "frames": None, "required": 1.0})
     target = args.target if args.target is not None else known["target"]
@@ -174,6 +190,7 @@ def main() -> None:
     in_frames = skip > 1
 
     ranks = f" x {args.num_processes} ranks" if args.num_processes else ""
+    ranks += f" on {args.ray_nodes} Ray nodes" if args.ray_nodes else ""
     print(f"{args.env} · {args.algo}{ranks}: {len(seeds)} seeds x {steps:,} env steps ({steps * skip:,} frames), "
           f"target mean return {target:g}, overrides {overrides or 'none'}", file=sys.stderr)  # fmt: skip
     unit = "frames" if in_frames else "env steps"

@@ -109,6 +109,7 @@ def test_every_subpackage_is_an_attribute_of_the_package() -> None:
     assert done.stdout.split() == [
         "pettingzoo_to_vector",
         "train",
+        "cluster",
         "envs",
         "multiagent",
         "selfplay",

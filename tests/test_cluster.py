@@ -10,12 +10,8 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +24,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "token")
 ray = pytest.importorskip("ray")
 
 import vecfast  # noqa: E402
+from vecfast.cluster.local_nodes import LocalNodes  # noqa: E402
 from vecfast.cluster.remote_vector_env import RemoteVectorEnv  # noqa: E402
 
 ENVS_PER_SAMPLER = 4
@@ -35,30 +32,12 @@ ENVS_PER_SAMPLER = 4
 MAKE = functools.partial(vecfast.make_vec, "CartPole-v1", ENVS_PER_SAMPLER, "shared_memory", {"num_workers": 2})
 
 
-@dataclass(frozen=True)
-class TwoNodes:
-    address: str
-
-
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[TwoNodes]:
+def cluster() -> Iterator[LocalNodes]:
     """A head node and a second node on this machine, one CPU each (a sampler fits on each, not two on one),
     started as a user starts a cluster: ``ray start`` twice (their processes are not this one's children)."""
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    ray_cli = str(Path(sys.executable).with_name("ray"))
-    common = ["--num-cpus", "1", "--disable-usage-stats"]
-    head = [ray_cli, "start", "--head", "--port", str(port), "--include-dashboard", "false", *common]
-    subprocess.run(head, env=env, check=True, capture_output=True, timeout=120)
-    try:
-        address = f"{ray._private.services.get_node_ip_address()}:{port}"
-        subprocess.run([ray_cli, "start", "--address", address, *common], env=env, check=True, capture_output=True,
-                       timeout=120)  # fmt: skip
-        yield TwoNodes(address)
-    finally:
-        subprocess.run([ray_cli, "stop", "--force"], env=env, capture_output=True, timeout=120)
+    with LocalNodes(num_nodes=2, num_cpus=1) as nodes:
+        yield nodes
 
 
 def action(env: int, step: int) -> int:
@@ -85,7 +64,7 @@ def trajectories(env, steps: int, on_step=None) -> dict[int, list[tuple]]:
     return {j: records[j][:steps] for j in records}
 
 
-def test_samplers_on_two_nodes_step_as_the_local_vector_env_does(cluster: TwoNodes, make_async) -> None:
+def test_samplers_on_two_nodes_step_as_the_local_vector_env_does(cluster: LocalNodes, make_async) -> None:
     reference = make_async([functools.partial(__import__("gymnasium").make, "CartPole-v1")] * 8, num_workers=2,
                            batch_size=4)  # fmt: skip
     expected = trajectories(reference, 60)
@@ -102,7 +81,7 @@ def test_samplers_on_two_nodes_step_as_the_local_vector_env_does(cluster: TwoNod
         env.close()
 
 
-def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change(cluster: TwoNodes) -> None:
+def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change(cluster: LocalNodes) -> None:
     env = RemoteVectorEnv([MAKE, MAKE], cluster.address, max_restarts=1)
     try:
         expected = trajectories(env, 80)
@@ -133,7 +112,7 @@ def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: TwoNodes, tmp_path: Path) -> None:
+def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: LocalNodes, tmp_path: Path) -> None:
     """Random play lasts ~22 steps; over two nodes APPO passes 195 as it does on one machine."""
     result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=60_000, run_dir=tmp_path / "run",
                            ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
@@ -145,7 +124,7 @@ def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: TwoNodes, tmp_
     assert config["num_envs"] == 8 and config["config"]["ray_address"] == cluster.address
 
 
-def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(cluster: TwoNodes, tmp_path: Path) -> None:
+def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(cluster: LocalNodes, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     pids: list[int] = []
 

@@ -20,7 +20,7 @@ __all__ = [
 
 # Subpackages that load on first use (``vecfast.wrappers.pettingzoo_to_vector`` after ``import vecfast``):
 # trainers load torch, multiagent and wrappers what their adapters need.
-_SUBPACKAGES = ("envs", "multiagent", "selfplay", "trainers", "vector", "wrappers")
+_SUBPACKAGES = ("cluster", "envs", "multiagent", "selfplay", "trainers", "vector", "wrappers")
 _TRAINER_NAMES = ("train", "TrainResult", "evaluate", "EvalResult", "load_policy")
 
 

@@ -1,5 +1,5 @@
 """The Ray cluster a run samples on: joined (``"auto"``, a head node's address) or started on this machine
-(``"local"``), and left as it was found.
+(``"local"``, in a temporary directory of its own that goes with it), and left as it was found.
 
 A Ray that vecfast starts opens what Ray cannot do without (its GCS, the raylet, the object manager, one port per
 worker process) and nothing more: no dashboard, no client server, no metrics export. Ray binds those to the node's
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from types import ModuleType
 
 from vecfast.extras import require
@@ -25,12 +27,14 @@ class RayConnection:
     def __init__(self, address: str) -> None:
         self.ray: ModuleType = require("ray", "sampling on a Ray cluster")
         self.owned = not self.ray.is_initialized()
+        self.temp_dir: str | None = None  # of a Ray this connection started
         if not self.owned:
             return
         quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
         if address == LOCAL:
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reports from a Ray vecfast starts
-            self.ray.init(address=LOCAL, include_dashboard=False, **quiet)  # a new Ray, even beside a running one
+            self.temp_dir = tempfile.mkdtemp(prefix="vecfast-ray-", dir=_short_temp_base())
+            self.ray.init(address=LOCAL, include_dashboard=False, _temp_dir=self.temp_dir, **quiet)
         else:
             self.ray.init(address=address, **quiet)
 
@@ -38,3 +42,13 @@ class RayConnection:
         if self.owned and self.ray.is_initialized():
             self.ray.shutdown()
             self.owned = False
+        if self.temp_dir is not None:  # its sessions' logs and sockets: nothing of a Ray vecfast started stays
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
+
+
+def _short_temp_base() -> str:
+    """The temporary directory, unless Ray's socket paths under it would pass the 107 bytes a Unix socket's path
+    may have (a session's ``.../session_<time>_<pid>/sockets/plasma_store`` is ~85 of them): then ``/tmp``."""
+    base = tempfile.gettempdir()
+    return base if len(base) <= 20 else "/tmp"

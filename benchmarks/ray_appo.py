@@ -1,0 +1,94 @@
+"""APPO's training frames/s with its samplers on a Ray cluster of nodes on this machine against APPO on one
+machine with the same envs (issue 43), interleaved, and the bytes an env frame puts on the network.
+
+Local: ``num_workers=2 x 8`` envs in one AsyncSharedMemVectorEnv. Ray (central inference): ``--nodes`` nodes
+started with ``ray start`` (:class:`vecfast.cluster.local_nodes.LocalNodes`), one sampler on each, the same
+envs in all (``8 * 2 / nodes`` per sampler, in one worker each), the learner's process acting for all of them.
+Rounds interleave the two (local, ray, local, ray, ...); each run trains for ``--seconds`` and reports its
+frames/s over its steady span (after ``--warmup``). One row per run goes to ``--csv`` at once.
+
+    python benchmarks/ray_appo.py --rounds 3 --seconds 90
+    python benchmarks/ray_appo.py --env CartPole-v1 --rounds 1 --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("RAY_AUTH_MODE", "token")  # the nodes' token authentication, read when ray is imported
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from common import append_row, host, parse_overrides, steady_fps  # noqa: E402
+
+import vecfast  # noqa: E402, F401  (registers the Doom ids)
+from vecfast.cluster.local_nodes import LocalNodes  # noqa: E402
+from vecfast.trainers import train  # noqa: E402
+
+CSV = Path(__file__).parent / "results" / "ray_appo.csv"
+COLUMNS = ["round", "mode", "env", "num_envs", "samplers", "seconds", "frames_per_second", "bytes_per_frame", "host"]
+NUM_ENVS = 16
+
+
+def bytes_per_frame(env_id: str, frameskip: int) -> float:
+    """What one env step puts on the network between a sampler and the learner, per env frame: its observation,
+    reward, ends and env id one way, its action the other."""
+    env = gym.make(env_id)
+    try:
+        obs_bytes = sum(np.asarray(v).nbytes for v in _leaves(env.observation_space.sample()))
+        action_bytes = np.asarray(env.action_space.sample()).nbytes  # (Discrete: an int64)
+    finally:
+        env.close()
+    return (obs_bytes + 8 + 1 + 1 + 8 + action_bytes) / frameskip
+
+
+def _leaves(obs):
+    if isinstance(obs, dict):
+        return [leaf for value in obs.values() for leaf in _leaves(value)]
+    return [obs]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="vecfast/DoomBasic-v0")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=90.0)
+    parser.add_argument("--warmup", type=float, default=30.0)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--modes", default="local,ray", help="which runs, in order within a round")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for both")
+    parser.add_argument("--csv", type=Path, default=CSV)
+    args = parser.parse_args()
+    common = {"rollout": 32, "batch_size": 512, "print_every_sec": None, **parse_overrides(args.set)}
+    per_sampler = NUM_ENVS // args.nodes
+    settings = {
+        "local": {"num_workers": 2, "num_envs_per_worker": NUM_ENVS // 2},
+        "ray": {"num_workers": 1, "num_envs_per_worker": per_sampler, "num_samplers": args.nodes},
+    }
+    with LocalNodes(num_nodes=args.nodes, num_cpus=1) as nodes:
+        for round_index in range(args.rounds):
+            for mode in args.modes.split(","):
+                extra = {"ray_address": nodes.address} if mode == "ray" else {}
+                with tempfile.TemporaryDirectory() as tmp:
+                    run_dir = Path(tmp) / "run"
+                    result = train(args.env, algo="appo", total_env_steps=10**10, run_dir=run_dir,
+                                   train_for_seconds=args.seconds, seed=round_index, **common, **settings[mode],
+                                   **extra)  # fmt: skip
+                    frameskip = result.stats["env_frames"] // max(result.stats["env_steps"], 1)
+                    row = {
+                        "round": round_index, "mode": mode, "env": args.env, "num_envs": NUM_ENVS,
+                        "samplers": args.nodes if mode == "ray" else 0, "seconds": args.seconds,
+                        "frames_per_second": round(steady_fps(run_dir, args.warmup), 1),
+                        "bytes_per_frame": round(bytes_per_frame(args.env, frameskip), 1) if mode == "ray" else 0,
+                        "host": host(),
+                    }  # fmt: skip
+                append_row(args.csv, COLUMNS, row)
+                print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()

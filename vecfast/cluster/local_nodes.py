@@ -1,0 +1,53 @@
+"""A Ray cluster of several nodes on this machine, started as a user starts one (``ray start --head``, then
+``ray start --address`` for each other node): for trying and testing the cluster path on one machine.
+
+The nodes' processes are Ray's own daemons, not children of this process; :meth:`LocalNodes.stop` ends them
+(``ray stop --force``: every Ray of this user on this machine). A head started so requires Ray's auth token
+(``RAY_AUTH_MODE=token``), which Ray reads when it is imported: a process joining it as a driver needs the variable
+set before ``import ray``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+
+class LocalNodes:
+    """``num_nodes`` Ray nodes on this machine with ``num_cpus`` CPUs each; :attr:`address` is the head's."""
+
+    def __init__(self, num_nodes: int = 2, num_cpus: float = 1, timeout: float = 120.0) -> None:
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+        self.ray = str(Path(sys.executable).with_name("ray"))
+        self.timeout = timeout
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        common = ["--num-cpus", f"{num_cpus:g}", "--disable-usage-stats"]
+        self._run("start", "--head", "--port", str(port), "--include-dashboard", "false", *common)
+        try:
+            from ray._private.services import get_node_ip_address
+
+            self.address = f"{get_node_ip_address()}:{port}"
+            for _ in range(num_nodes - 1):
+                self._run("start", "--address", self.address, *common)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _run(self, *args: str) -> None:
+        done = subprocess.run([self.ray, *args], env=self.env, capture_output=True, text=True, timeout=self.timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"ray {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
+
+    def stop(self) -> None:
+        subprocess.run([self.ray, "stop", "--force"], env=self.env, capture_output=True, timeout=self.timeout)
+
+    def __enter__(self) -> LocalNodes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
