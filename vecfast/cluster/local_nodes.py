@@ -15,12 +15,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vecfast.cluster.connection import INLINE_REPLY_BYTES
+
 
 class LocalNodes:
-    """``num_nodes`` Ray nodes on this machine with ``num_cpus`` CPUs each; :attr:`address` is the head's."""
+    """``num_nodes`` Ray nodes on this machine with ``num_cpus`` CPUs each; :attr:`address` is the head's.
+    ``inline_bytes``: Ray's ``max_direct_call_object_size`` (:data:`vecfast.cluster.connection.INLINE_REPLY_BYTES`)."""
 
-    def __init__(self, num_nodes: int = 2, num_cpus: float = 1, timeout: float = 120.0) -> None:
+    def __init__(
+        self, num_nodes: int = 2, num_cpus: float = 1, timeout: float = 120.0, inline_bytes: int = INLINE_REPLY_BYTES
+    ) -> None:
         self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+        self.env["RAY_max_direct_call_object_size"] = str(inline_bytes)  # as a local Ray of vecfast's has it
         self.ray = str(Path(sys.executable).with_name("ray"))
         self.timeout = timeout
         with socket.socket() as free:
