@@ -28,6 +28,7 @@ from gymnasium.vector.utils import batch_space, create_empty_array
 
 from vecfast.cluster.connection import RayConnection
 from vecfast.cluster.env_sampler import EnvSampler, SamplerInfo
+from vecfast.vector.batch_rows import take_rows, write_rows
 from vecfast.vector.errors import WorkerDiedError
 from vecfast.vector.restarts import RESTARTED, Restart
 from vecfast.wrappers.base import StepResult
@@ -145,7 +146,7 @@ class RemoteVectorEnv(VectorEnv):
             for stage in (_Stage.LIVE, _Stage.LOST, _Stage.RESET_OWED):
                 chosen = rows[self._stage[ids[rows]] == stage]
                 if len(chosen):
-                    self._send(i, stage, ids[chosen], _rows(actions, chosen))
+                    self._send(i, stage, ids[chosen], take_rows(actions, chosen))
         self._out[ids] = True
 
     def _send(self, i: int, stage: _Stage, ids: np.ndarray, actions: Any) -> None:
@@ -181,7 +182,7 @@ class RemoteVectorEnv(VectorEnv):
         result = _take(result, slice(None))  # the caller's own arrays (Ray's come read-only from its object store)
         local = np.asarray(result[4]["env_id"])
         result[4]["env_id"] = local + self.offsets[i]
-        _set_rows(self._last_obs, result[4]["env_id"], result[0])
+        write_rows(self._last_obs, result[4]["env_id"], result[0])
         if reset and len(local) >= 2:
             half = len(local) // 2
             self._ready.extend([_take(result, np.arange(half)), _take(result, np.arange(half, len(local)))])
@@ -230,11 +231,11 @@ class RemoteVectorEnv(VectorEnv):
         n = len(ids)
         flags = np.ones(n, dtype=bool)
         info: dict[str, Any] = {RESTARTED: flags, f"_{RESTARTED}": flags.copy(), "env_id": ids}
-        last = _rows(self._last_obs, ids)
+        last = take_rows(self._last_obs, ids)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             first = self._first_steps(i, ids)
             final_obs = np.empty(n, dtype=object)
-            final_obs[:] = [_rows(last, [k]) for k in range(n)]
+            final_obs[:] = [take_rows(last, [k]) for k in range(n)]
             info.update({"final_obs": final_obs, "_final_obs": flags.copy(), "final_info": {}})
             info["_final_info"] = flags.copy()
             self._stage[ids] = _Stage.LIVE
@@ -286,7 +287,7 @@ class RemoteVectorEnv(VectorEnv):
         info: dict[str, Any] = {}
         for result in results:
             ids = result[4]["env_id"]
-            _set_rows(obs, ids, result[0])
+            write_rows(obs, ids, result[0])
             rewards[ids], terminated[ids], truncated[ids] = result[1], result[2], result[3]
             _place_info(info, {k: v for k, v in result[4].items() if k != "env_id"}, ids, self.num_envs)
         return obs, rewards, terminated, truncated, info
@@ -316,36 +317,11 @@ class RemoteVectorEnv(VectorEnv):
         self.closed = True
 
 
-def _rows(tree: Any, rows: Any) -> Any:
-    """Rows ``rows`` of every array of an observation or action batch (dicts and tuples of arrays)."""
-    if isinstance(tree, dict):
-        return {key: _rows(value, rows) for key, value in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_rows(value, rows) for value in tree)
-    return np.array(np.asarray(tree)[rows])  # a copy, also where ``rows`` is a slice
-
-
-def _set_rows(tree: Any, rows: Any, values: Any) -> None:
-    if isinstance(tree, dict):
-        for key in tree:
-            _set_rows(tree[key], rows, values[key])
-    elif isinstance(tree, tuple):
-        for part, value in zip(tree, values, strict=True):
-            _set_rows(part, rows, value)
-    else:
-        tree[rows] = values
-
-
 def _take(result: StepResult, rows: np.ndarray) -> StepResult:
     """Rows ``rows`` of a step's results, its info included (arrays and masks, nested dicts)."""
     obs, rewards, terminated, truncated, info = result
-    return _rows(obs, rows), *(_rows(part, rows) for part in (rewards, terminated, truncated)), _info_rows(info, rows)
-
-
-def _info_rows(info: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
-    return {
-        key: _info_rows(value, rows) if isinstance(value, dict) else _rows(value, rows) for key, value in info.items()
-    }
+    parts = (rewards, terminated, truncated)
+    return take_rows(obs, rows), *(take_rows(part, rows) for part in parts), take_rows(info, rows)
 
 
 def _place_info(out: dict[str, Any], info: dict[str, Any], ids: np.ndarray, n: int) -> None:

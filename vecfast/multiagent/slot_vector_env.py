@@ -22,24 +22,7 @@ from gymnasium.vector.utils import batch_space
 
 from vecfast.multiagent.slots import SlotLayout
 
-__all__ = ["SlotVectorEnv", "info_rows", "write_rows"]
-
-
-def write_rows(buffer: Any, rows: np.ndarray | slice, values: Any) -> None:
-    """Write ``values`` into rows ``rows`` of ``buffer`` (trees of arrays alike: a slot env's latest observations)."""
-    if isinstance(buffer, dict):
-        for key in buffer:
-            write_rows(buffer[key], rows, values[key])
-    elif isinstance(buffer, tuple):
-        for part, value in zip(buffer, values, strict=True):
-            write_rows(part, rows, value)
-    else:
-        buffer[rows] = values
-
-
-def info_rows(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
-    """Rows ``rows`` of a vector info dict (its arrays and their ``_key`` masks, nested dicts too)."""
-    return {key: info_rows(value, rows) if isinstance(value, dict) else value[rows] for key, value in infos.items()}
+__all__ = ["SlotVectorEnv"]
 
 
 class SlotVectorEnv(VectorEnv):

@@ -12,8 +12,9 @@ from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
-from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows
+from vecfast.multiagent.slot_vector_env import SlotVectorEnv
 from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.batch_rows import info_rows
 from vecfast.vector.shared_buffers import map_tree
 
 if TYPE_CHECKING:

@@ -14,9 +14,10 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array
 
 from vecfast.multiagent.match_env import MatchEnv
-from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
+from vecfast.multiagent.slot_vector_env import SlotVectorEnv
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.batch_rows import info_rows, write_rows
 from vecfast.vector.shared_buffers import map_tree
 
 if TYPE_CHECKING:

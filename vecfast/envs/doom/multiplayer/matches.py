@@ -22,9 +22,10 @@ from gymnasium.vector.utils import create_empty_array
 from vecfast.envs.doom.full_game_env import checked_reward_shaping
 from vecfast.envs.doom.game_groups import end_group, new_group
 from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, MatchNetwork, PortTakenError
-from vecfast.multiagent.slot_vector_env import SlotVectorEnv, info_rows, write_rows
+from vecfast.multiagent.slot_vector_env import SlotVectorEnv
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
 from vecfast.vector.action_check import check_action_batch
+from vecfast.vector.batch_rows import info_rows, write_rows
 from vecfast.vector.restarts import RESTARTED, Restart
 from vecfast.vector.shared_buffers import map_tree
 
