@@ -1,19 +1,22 @@
 """APPO's training frames/s with its samplers on a Ray cluster of nodes on this machine against APPO on one
 machine with the same envs (issue 43), interleaved, and the bytes an env frame puts on the network.
 
-Local: ``num_workers=2 x 8`` envs in one AsyncSharedMemVectorEnv. Ray (central inference): ``--nodes`` nodes
-started with ``ray start`` (:class:`vecfast.cluster.local_nodes.LocalNodes`), one sampler on each, the same
-envs in all (``8 * 2 / nodes`` per sampler, in one worker each), the learner's process acting for all of them.
-Rounds interleave the two (local, ray, local, ray, ...); each run trains for ``--seconds`` and reports its
-frames/s over its steady span (after ``--warmup``). One row per run goes to ``--csv`` at once.
+``machine``: ``num_workers=2 x 8`` envs in one AsyncSharedMemVectorEnv. On Ray: ``--nodes`` nodes started with
+``ray start`` (:class:`vecfast.cluster.local_nodes.LocalNodes`), one sampler on each, the same envs in all
+(``8 * 2 / nodes`` per sampler, in one worker each); ``central``: the learner's process acts for all of them
+(SEED RL); ``local``: each sampler acts with its own copy of the policy and ships trajectories. Rounds interleave
+the modes; each run trains for ``--seconds`` and reports its frames/s over its steady span (after ``--warmup``).
+One row per run goes to ``--csv`` at once.
 
     python benchmarks/ray_appo.py --rounds 3 --seconds 90
-    python benchmarks/ray_appo.py --env CartPole-v1 --rounds 1 --seconds 30
+    python benchmarks/ray_appo.py --env CartPole-v1 --rounds 1 --seconds 30 --modes machine,local
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 import tempfile
@@ -29,14 +32,14 @@ import vecfast  # noqa: E402, F401  (registers the Doom ids)
 from vecfast.cluster.local_nodes import LocalNodes  # noqa: E402
 from vecfast.trainers import train  # noqa: E402
 
-CSV = Path(__file__).parent / "results" / "ray_appo.csv"
+CSV = Path(__file__).parent / "results" / "ray_appo_inference.csv"
 COLUMNS = ["round", "mode", "env", "num_envs", "samplers", "seconds", "frames_per_second", "bytes_per_frame", "host"]
 NUM_ENVS = 16
 
 
-def bytes_per_frame(env_id: str, frameskip: int) -> float:
-    """What one env step puts on the network between a sampler and the learner, per env frame: its observation,
-    reward, ends and env id one way, its action the other."""
+def central_bytes_per_frame(env_id: str, frameskip: int) -> float:
+    """What one env step puts on the network between a sampler and the learner under central inference, per env
+    frame: its observation, reward, ends and env id one way, its action the other."""
     env = gym.make(env_id)
     try:
         obs_bytes = sum(np.asarray(v).nbytes for v in _leaves(env.observation_space.sample()))
@@ -44,6 +47,23 @@ def bytes_per_frame(env_id: str, frameskip: int) -> float:
     finally:
         env.close()
     return (obs_bytes + 8 + 1 + 1 + 8 + action_bytes) / frameskip
+
+
+def local_bytes_per_frame(run_dir: Path, samplers: int) -> float:
+    """What local inference puts on the network per env frame, from the run's own records: every trajectory's
+    tensors one way and, the other, the weights each sampler gets after every learner step."""
+    from vecfast.trainers.run.training import load_policy
+    from vecfast.trainers.sampling.storage import Trajectories
+
+    rollout = json.loads((run_dir / "config.json").read_text())["config"]["rollout"]
+    last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    model = load_policy(run_dir)
+    weight_bytes = sum(t.nbytes for t in model.state_dict().values())
+    one = Trajectories.allocate(model, 1, rollout)
+    tensors = [*one.obs.values(), *(getattr(one, f.name) for f in dataclasses.fields(one) if f.name != "obs")]
+    trajectory_bytes = sum(t.nbytes for t in tensors)
+    shipped = trajectory_bytes * last["env_steps"] / rollout + weight_bytes * samplers * last["learner_steps"]
+    return shipped / last["env_frames"]
 
 
 def _leaves(obs):
@@ -59,31 +79,37 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=90.0)
     parser.add_argument("--warmup", type=float, default=30.0)
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--modes", default="local,ray", help="which runs, in order within a round")
+    parser.add_argument("--modes", default="machine,central,local", help="which runs, in order within a round")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for both")
     parser.add_argument("--csv", type=Path, default=CSV)
     args = parser.parse_args()
     common = {"rollout": 32, "batch_size": 512, "print_every_sec": None, **parse_overrides(args.set)}
     per_sampler = NUM_ENVS // args.nodes
+    on_ray = {"num_workers": 1, "num_envs_per_worker": per_sampler, "num_samplers": args.nodes}
     settings = {
-        "local": {"num_workers": 2, "num_envs_per_worker": NUM_ENVS // 2},
-        "ray": {"num_workers": 1, "num_envs_per_worker": per_sampler, "num_samplers": args.nodes},
+        "machine": {"num_workers": 2, "num_envs_per_worker": NUM_ENVS // 2},
+        "central": {**on_ray, "sampler_inference": "central"},
+        "local": {**on_ray, "sampler_inference": "local"},
     }
     with LocalNodes(num_nodes=args.nodes, num_cpus=1) as nodes:
         for round_index in range(args.rounds):
             for mode in args.modes.split(","):
-                extra = {"ray_address": nodes.address} if mode == "ray" else {}
+                extra = {"ray_address": nodes.address} if mode != "machine" else {}
                 with tempfile.TemporaryDirectory() as tmp:
                     run_dir = Path(tmp) / "run"
                     result = train(args.env, algo="appo", total_env_steps=10**10, run_dir=run_dir,
                                    train_for_seconds=args.seconds, seed=round_index, **common, **settings[mode],
                                    **extra)  # fmt: skip
                     frameskip = result.stats["env_frames"] // max(result.stats["env_steps"], 1)
+                    if mode == "central":
+                        network = central_bytes_per_frame(args.env, frameskip)
+                    else:
+                        network = local_bytes_per_frame(run_dir, args.nodes) if mode == "local" else 0.0
                     row = {
                         "round": round_index, "mode": mode, "env": args.env, "num_envs": NUM_ENVS,
-                        "samplers": args.nodes if mode == "ray" else 0, "seconds": args.seconds,
+                        "samplers": args.nodes if mode != "machine" else 0, "seconds": args.seconds,
                         "frames_per_second": round(steady_fps(run_dir, args.warmup), 1),
-                        "bytes_per_frame": round(bytes_per_frame(args.env, frameskip), 1) if mode == "ray" else 0,
+                        "bytes_per_frame": round(network, 1),
                         "host": host(),
                     }  # fmt: skip
                 append_row(args.csv, COLUMNS, row)

@@ -70,7 +70,7 @@ def test_samplers_on_two_nodes_step_as_the_local_vector_env_does(cluster: LocalN
     expected = trajectories(reference, 60)
     env = RemoteVectorEnv([MAKE, MAKE], cluster.address)
     try:
-        assert env.num_envs == 8 and len({info.node_id for info in env.infos}) == 2  # one sampler per node
+        assert env.num_envs == 8 and len({info.node_id for info in env.group.infos}) == 2  # one sampler per node
         assert trajectories(env, 60) == expected
         obs, info = env.reset(seed=0)  # gymnasium's API too: every env at once, in env order
         np.testing.assert_array_equal(obs[:, :1], np.array([[expected[j][0][0][0]] for j in range(8)]))
@@ -85,7 +85,7 @@ def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change
     env = RemoteVectorEnv([MAKE, MAKE], cluster.address, max_restarts=1)
     try:
         expected = trajectories(env, 80)
-        victim = psutil.Process(env.infos[1].pid)
+        victim = psutil.Process(env.group.infos[1].pid)
         assert victim.name().startswith("ray::EnvSampler")  # the process title says what runs there
         workers = victim.children(recursive=True)
         killed = []
@@ -112,11 +112,13 @@ def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: LocalNodes, tmp_path: Path) -> None:
-    """Random play lasts ~22 steps; over two nodes APPO passes 195 as it does on one machine."""
+@pytest.mark.parametrize("inference", ["central", "local"])
+def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: LocalNodes, tmp_path: Path, inference: str) -> None:
+    """Random play lasts ~22 steps; over two nodes APPO passes 195 as it does on one machine, whoever acts."""
     result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=60_000, run_dir=tmp_path / "run",
                            ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
-                           seed=0, train_for_seconds=150, print_every_sec=None)  # fmt: skip
+                           sampler_inference=inference, seed=0, train_for_seconds=150,
+                           print_every_sec=None)  # fmt: skip
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     best = max(r.get("mean_episode_return", 0.0) for r in records)
     assert best >= 195, f"best mean return {best} in {result.stats['env_steps']} env steps"
@@ -124,15 +126,22 @@ def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: LocalNodes, tm
     assert config["num_envs"] == 8 and config["config"]["ray_address"] == cluster.address
 
 
-def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(cluster: LocalNodes, tmp_path: Path) -> None:
+SAMPLER_CLASSES = {"central": "EnvSampler", "local": "PolicySampler"}
+
+
+@pytest.mark.parametrize("inference", ["central", "local"])
+def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(
+    cluster: LocalNodes, tmp_path: Path, inference: str
+) -> None:
     run_dir = tmp_path / "run"
     pids: list[int] = []
+    title = f"ray::{SAMPLER_CLASSES[inference]}"
 
     def sampler_pids() -> list[int]:
         """The samplers' actor processes (``ray::EnvSampler``, ``ray::EnvSampler.step``), not their env workers
         (forked from an actor, they inherit its title)."""
         titled = {p.pid: p for p in psutil.process_iter(["name", "ppid"]) if (p.info["name"] or "").startswith(
-            "ray::EnvSampler"
+            title
         )}  # fmt: skip
         return [pid for pid, p in titled.items() if p.info["ppid"] not in titled]
 
@@ -150,12 +159,19 @@ def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(cluster: Local
     killer.start()
     result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=10**9, run_dir=run_dir,
                            ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
-                           seed=0, train_for_seconds=15, print_every_sec=None)  # fmt: skip
+                           sampler_inference=inference, seed=0, train_for_seconds=15,
+                           print_every_sec=None)  # fmt: skip
     killer.join()
     assert result.stats["stopped_by"] == "train_for_seconds"
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["restarts"] == 1
     assert len(pids) == 2 and not sampler_pids(), "a sampler outlived its run"
+    killed_at = next(i for i, r in enumerate(records) if r["restarts"])
+    assert records[-1]["env_steps"] > records[killed_at]["env_steps"], "the run did not go on after the loss"
+    assert "policy_lag_avg" in records[-1]
+    if inference == "local":  # a batch's time between the samplers and the learner, beside its policy lag
+        assert all(0.0 <= r["time_batch_network"] < 5.0 for r in records if "time_batch_network" in r)
+    assert not [name for name in os.listdir("/dev/shm") if name.startswith(("vecfast", "psm_"))]
 
 
 def readme_listeners() -> dict[str, str]:
@@ -215,4 +231,9 @@ def test_what_samples_on_ray_is_said_before_ray_starts(tmp_path: Path) -> None:
         vecfast.train("pettingzoo.classic.connect_four_v3", run_dir=tmp_path / "b", ray_address="local")
     with pytest.raises(ValueError, match="num_samplers must be an int >= 1"):
         vecfast.train("CartPole-v1", run_dir=tmp_path / "c", ray_address="local", num_samplers=0)
+    with pytest.raises(ValueError, match="a sampler acts with one copy of one policy, not a population"):
+        vecfast.train("CartPole-v1", algo="appo", run_dir=tmp_path / "d", ray_address="local", num_policies=2,
+                      sampler_inference="local")  # fmt: skip
+    with pytest.raises(ValueError, match=r"sampler_inference must be one of \('central', 'local'\)"):
+        vecfast.train("CartPole-v1", algo="appo", run_dir=tmp_path / "e", ray_address="local", sampler_inference="x")
     assert not (tmp_path / "a").exists() and not ray.is_initialized()

@@ -191,7 +191,7 @@ def test_pbt_mutates_and_replaces_and_a_checkpoint_restores_the_whole_population
     # (a resumed run replayed its first draws: a policy the first draws left out sat out the resumed run's start too)
     saved_numbers = state["episodes_started"]
     assert sum(saved_numbers) > 0
-    assert again.sampler.episodes_started.tolist() == saved_numbers
+    assert again.batches.episodes_started.tolist() == saved_numbers
 
 
 def test_populations_are_refused_where_they_do_not_train(tmp_path: Path) -> None:

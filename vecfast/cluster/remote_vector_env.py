@@ -15,25 +15,20 @@ other samplers' envs go on untouched.
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, create_empty_array
+from gymnasium.vector.utils import create_empty_array
 
-from vecfast.cluster.connection import RayConnection
-from vecfast.cluster.env_sampler import EnvSampler, SamplerInfo
+from vecfast.cluster.env_sampler import EnvSampler
+from vecfast.cluster.sampler_group import POLL_SECONDS, SamplerGroup, SamplersVectorEnv
 from vecfast.vector.batch_rows import take_rows, write_rows
-from vecfast.vector.errors import WorkerDiedError
 from vecfast.vector.restarts import RESTARTED, Restart
 from vecfast.wrappers.base import StepResult
-
-POLL_SECONDS = 0.2  # how often a wait on the cluster checks for Ctrl-C
 
 
 class _Stage(enum.Enum):
@@ -44,7 +39,7 @@ class _Stage(enum.Enum):
     RESET_OWED = "reset owed"  # (NEXT_STEP) the next send returns the new env's first observation
 
 
-class RemoteVectorEnv(VectorEnv):
+class RemoteVectorEnv(SamplersVectorEnv):
     """``len(make_envs)`` samplers, sampler ``i`` building its vector env with ``make_envs[i]`` on a node of the
     cluster at ``address`` (see :class:`~vecfast.cluster.connection.RayConnection`), spread over the nodes (one
     per node before a second on any), ``num_cpus`` reserved for each; env indices run over the samplers in order.
@@ -62,61 +57,27 @@ class RemoteVectorEnv(VectorEnv):
         max_restarts: int = 10,
         start_timeout: float | None = 600.0,
     ) -> None:
-        self.connection = RayConnection(address)
-        self.ray = self.connection.ray
-        self.max_restarts, self.start_timeout = max_restarts, start_timeout
-        self.restarts: list[Restart] = []
-        self._step_timeout: float | None = None
-        self.actors: list[Any] = []
-        self.placement: Any = None
-        try:
-            self._start(make_envs, num_cpus, start_timeout)
-        except BaseException:
-            self.close()
-            raise
-        first = self.infos[0]
-        self.num_envs = int(self.offsets[-1])
-        self.single_observation_space = first.single_observation_space
-        self.single_action_space = first.single_action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = dict(first.metadata)
+        super().__init__(
+            SamplerGroup(
+                EnvSampler,
+                [(make_env,) for make_env in make_envs],
+                address,
+                num_cpus=num_cpus,
+                max_restarts=max_restarts,
+                start_timeout=start_timeout,
+            )
+        )
+        self.actors, self.offsets = self.group.actors, self.group.offsets
         self.autoreset_mode = AutoresetMode(self.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
         if self.autoreset_mode == AutoresetMode.DISABLED:
             self.close()
             raise ValueError("RemoteVectorEnv steps envs that reset themselves (NEXT_STEP or SAME_STEP autoreset)")
-        self.render_mode = None
-        self.closed = False
         self._in_flight: dict[Any, tuple[int, bool]] = {}  # call -> its sampler, and whether it is a reset
         self._ready: deque[StepResult] = deque()  # results that need no call: a lost sampler's envs
         self._out = np.zeros(self.num_envs, dtype=bool)  # sent (or reset) and not yet returned by recv
         self._stage = np.array([_Stage.LIVE] * self.num_envs, dtype=object)
         self._last_obs = create_empty_array(self.single_observation_space, self.num_envs)
         self._new_episode: dict[int, StepResult] = {}  # a restarted sampler's reset, for its envs' RESET_OWED
-
-    def _start(
-        self, make_envs: Sequence[Callable[[], VectorEnv]], num_cpus: float, start_timeout: float | None
-    ) -> None:
-        ray = self.ray
-        from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        bundles = [{"CPU": num_cpus} for _ in make_envs]
-        self.placement = placement_group(bundles, strategy="SPREAD")
-        ready, _ = ray.wait([self.placement.ready()], timeout=start_timeout)
-        if not ready:
-            raise TimeoutError(
-                f"the Ray cluster could not place {len(bundles)} samplers of num_cpus={num_cpus} within "
-                f"{start_timeout} s (it has {ray.cluster_resources().get('CPU', 0):g} CPUs on "
-                f"{len(ray.nodes())} nodes): fewer samplers, or a smaller sampler_num_cpus"
-            )
-        remote = ray.remote(EnvSampler)
-        for i, make_env in enumerate(make_envs):
-            strategy = PlacementGroupSchedulingStrategy(placement_group=self.placement, placement_group_bundle_index=i)
-            options = {"num_cpus": num_cpus, "max_restarts": self.max_restarts, "max_task_retries": 0}
-            self.actors.append(remote.options(**options, scheduling_strategy=strategy).remote(make_env))
-        self.infos: list[SamplerInfo] = ray.get([actor.info.remote() for actor in self.actors], timeout=start_timeout)
-        self.offsets = np.cumsum([0] + [info.num_envs for info in self.infos])
 
     # ------------------------------------------------------------------ EnvPool's API
     def async_reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
@@ -197,9 +158,8 @@ class RemoteVectorEnv(VectorEnv):
         for call in [call for call, (sampler, _) in self._in_flight.items() if sampler == i]:
             del self._in_flight[call]  # lost with the sampler
         self.restarts.append(Restart.of_worker(i, tuple(ids.tolist()), "died", None, error))
-        reset = _take(self._reset_restarted(i, ids, error), slice(None))
-        if self._step_timeout is not None:
-            self.actors[i].set_step_timeout.remote(self._step_timeout)
+        reset = _take(self._reset_restarted(i, error), slice(None))
+        self.restarted(i)
         reset[4]["env_id"] = np.asarray(reset[4]["env_id"]) + self.offsets[i]
         self._new_episode[i] = reset
         self._stage[ids] = _Stage.LOST
@@ -208,22 +168,9 @@ class RemoteVectorEnv(VectorEnv):
         if len(waiting):
             self._ready.append(self._lost_episodes(i, waiting))
 
-    def _reset_restarted(self, i: int, ids: np.ndarray, error: BaseException) -> StepResult:
+    def _reset_restarted(self, i: int, error: BaseException) -> StepResult:
         """Sampler ``i``'s new envs, reset, once Ray has restarted it (a WorkerDiedError where it will not)."""
-        exceptions = self.ray.exceptions
-        deadline = time.monotonic() + (self.start_timeout or float("inf"))
-        while True:
-            try:
-                return self.ray.get(self.actors[i].reset.remote(None))
-            except exceptions.ActorUnavailableError:  # still restarting
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(POLL_SECONDS)
-            except exceptions.RayActorError as final:
-                raise WorkerDiedError(
-                    f"sampler {i} (envs {ids[0]} to {ids[-1]}) died and Ray did not restart it "
-                    f"(sampler_max_restarts={self.max_restarts}): {error}"
-                ) from final
+        return self.group.after_restart(i, lambda actor: actor.reset.remote(None), error)
 
     def _lost_episodes(self, i: int, ids: np.ndarray) -> StepResult:
         """Envs ``ids`` of lost sampler ``i``: their episodes end truncated, with the last observations they
@@ -250,22 +197,6 @@ class RemoteVectorEnv(VectorEnv):
         self._stage[ids] = _Stage.LIVE
         return result
 
-    @property
-    def step_timeout(self) -> float | None:
-        """Each sampler's vector env's ``step_timeout`` (a restarted sampler gets it again)."""
-        return self._step_timeout
-
-    @step_timeout.setter
-    def step_timeout(self, seconds: float | None) -> None:
-        self._step_timeout = seconds
-        for actor in self.actors:
-            actor.set_step_timeout.remote(seconds)
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """Attribute ``name`` of every env, in env order."""
-        per_sampler = self.ray.get([actor.get_attr.remote(name) for actor in self.actors])
-        return tuple(value for values in per_sampler for value in values)
-
     # ------------------------------------------------------------------ gymnasium's API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         self.async_reset(seed, options)
@@ -291,30 +222,6 @@ class RemoteVectorEnv(VectorEnv):
             rewards[ids], terminated[ids], truncated[ids] = result[1], result[2], result[3]
             _place_info(info, {k: v for k, v in result[4].items() if k != "env_id"}, ids, self.num_envs)
         return obs, rewards, terminated, truncated, info
-
-    def close_extras(self, **kwargs: Any) -> None:
-        ray = self.ray
-        calls = []
-        for actor in self.actors:
-            with contextlib.suppress(Exception):  # a sampler that is gone has nothing to close
-                calls.append(actor.close.remote())
-        if calls:
-            ray.wait(calls, num_returns=len(calls), timeout=30)
-        for actor in self.actors:
-            ray.kill(actor, no_restart=True)
-        self.actors = []
-        if self.placement is not None:
-            from ray.util.placement_group import remove_placement_group
-
-            remove_placement_group(self.placement)
-            self.placement = None
-        self.connection.close()
-
-    def close(self, **kwargs: Any) -> None:
-        if getattr(self, "closed", False):
-            return
-        self.close_extras(**kwargs)
-        self.closed = True
 
 
 def _take(result: StepResult, rows: np.ndarray) -> StepResult:

@@ -36,6 +36,8 @@ def register_envs() -> None:
         *((env_id, "scenario_env:DoomScenarioEnv", {"scenario": s}) for env_id, s in DOOM_SCENARIOS.items()),
         *((env_id, "full_game_env:DoomFullGameEnv", kwargs) for env_id, kwargs in DOOM_FULL_GAMES.items()),
     ]
+    if "vecfast/Timed-v0" not in gymnasium.registry:
+        gymnasium.register("vecfast/Timed-v0", entry_point="vecfast.envs.timed:TimedEnv")
     for env_id, entry_point, kwargs in entries:
         full_id = f"vecfast/{env_id}"
         if full_id not in gymnasium.registry:

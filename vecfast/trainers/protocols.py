@@ -9,14 +9,18 @@ a scheme builds the model, hands it to the algorithm's factory, feeds it batches
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+import torch
 from gymnasium.vector import VectorEnv
 
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.run.metrics import IterationMetrics
+from vecfast.trainers.sampling.episodes import EpisodeTracker
+from vecfast.trainers.sampling.sampler import SamplerTimings
 from vecfast.trainers.sampling.storage import Trajectories
 
 
@@ -70,6 +74,41 @@ class Trainer(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+class BatchSource(Protocol):
+    """Where the asynchronous scheme's batches come from: a policy-worker thread on this machine's envs, or samplers
+    on the nodes of a cluster that act with their own copy of the policy. The learner publishes its weights to it
+    after every gradient step."""
+
+    env_steps: int  # transitions sampled so far (settable: a resumed run continues its count)
+    episodes: EpisodeTracker  # the finished episodes' statistics
+    episodes_started: np.ndarray | None  # per env, where the acting plan numbers episodes in this process
+    network_seconds: float | None  # the last batch's mean time between a sampler and the learner (None: no network)
+
+    @property
+    def timings(self) -> SamplerTimings: ...
+
+    @property
+    def queued(self) -> int:
+        """Finished trajectories waiting for a batch."""
+        ...
+
+    def publish(self, weights: Mapping[str, torch.Tensor], version: int, policy: int = 0) -> None: ...
+
+    def next_batch(self) -> Trajectories: ...
+
+    def stop(self) -> None: ...
+
+
+@runtime_checkable
+class RemoteSampling(Protocol):
+    """A vector env whose envs are stepped by samplers that act themselves (local inference on a cluster's nodes):
+    :meth:`start` gives them the policy, and it is then the scheme's :class:`BatchSource`."""
+
+    def start(self, model: ActorCritic, rollout: int, trajectories: int, seed: int | None, stats_avg: int) -> None: ...
+
+    def next_batch(self) -> Trajectories: ...
 
 
 # (env, algorithm factory, config, total_env_steps) -> Trainer

@@ -9,6 +9,7 @@ with the env itself, and the failure is raised as it would be without restarts.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ class Restart:
     exc_type: str
     message: str
     traceback: str
+
+    def moved(self, offset: int) -> Restart:
+        """The same restart with its env indices ``offset`` further on (a node's envs among a run's)."""
+        return dataclasses.replace(self, env_indices=tuple(i + offset for i in self.env_indices))
 
     @classmethod
     def of_env(cls, failure: EnvFailure) -> Restart:

@@ -161,18 +161,25 @@ class EnvSource:
 
     def on_ray(self, cfg: TrainConfig) -> VectorEnv:
         """The run's envs on the Ray cluster at ``cfg.ray_address``: ``cfg.num_samplers`` samplers, each stepping
-        ``cfg.num_envs`` envs in an AsyncSharedMemVectorEnv of its node (:mod:`vecfast.cluster`)."""
+        ``cfg.num_envs`` envs in an AsyncSharedMemVectorEnv of its node (:mod:`vecfast.cluster`), acting as
+        ``cfg.sampler_inference`` says."""
+        from vecfast.cluster.policy_samplers import PolicySamplers
         from vecfast.cluster.remote_vector_env import RemoteVectorEnv
 
+        local = cfg.sampler_inference == "local"
         make = functools.partial(
             self.build,
             cfg.num_envs,
             SHARED_MEMORY_MODE,
             num_workers=cfg.num_workers,
+            # a sampler that acts itself double-buffers as this machine's APPO does; central inference's halves are
+            # the remote vector env's
+            batch_size=cfg.num_envs // 2 if local and cfg.num_envs >= 2 else None,
             start_timeout=cfg.env_start_timeout,
             restart_failed_workers=cfg.restart_failed_workers,
         )
-        return RemoteVectorEnv(
+        samplers = PolicySamplers if local else RemoteVectorEnv
+        return samplers(
             [make] * cfg.num_samplers,
             cfg.ray_address,
             num_cpus=cfg.sampler_num_cpus,

@@ -179,6 +179,11 @@ def _check_ray(recipe: Recipe, cfg: TrainConfig, source: EnvSource) -> None:
             "ray_address: each sampler makes its envs on its node from an env id (a PettingZoo game's matches, "
             "and a given env or factory, sample on this machine)"
         )
+    if cfg.sampler_inference == "local" and cfg.num_policies > 1:
+        raise ValueError(
+            f"sampler_inference='local': a sampler acts with one copy of one policy, not a population of "
+            f"num_policies={cfg.num_policies} (sampler_inference='central' acts for them all on the learner)"
+        )
 
 
 def train_arguments(function: Callable[..., Any]) -> list[str]:

@@ -8,6 +8,7 @@ Training's sampler and :func:`vecfast.evaluate` share one rule for where episode
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import threading
 from collections import deque
@@ -123,6 +124,10 @@ class EndedEpisode:
     policy: int = 0
     restarted: bool = False
 
+    def moved(self, offset: int) -> EndedEpisode:
+        """The same episode of env ``env + offset`` (a node's envs among a run's)."""
+        return dataclasses.replace(self, env=self.env + offset)
+
 
 class EpisodeTracker:
     """Running return and length per env; the last ``window`` finished episodes' returns, lengths and env
@@ -186,6 +191,14 @@ class EpisodeTracker:
     def _ended(self, ids: np.ndarray, episodes: list[EndedEpisode]) -> None:
         self.returns_so_far[ids] = 0.0
         self.lengths_so_far[ids] = 0
+        self._count(episodes)
+
+    def extend(self, episodes: list[EndedEpisode]) -> None:
+        """Count episodes that ended elsewhere (recorded by a sampler on another node)."""
+        with self._lock:
+            self._count(episodes)
+
+    def _count(self, episodes: list[EndedEpisode]) -> None:
         finished = [episode for episode in episodes if not episode.restarted]
         self.episodes += len(finished)
         for episode in finished:

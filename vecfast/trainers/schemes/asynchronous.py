@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -23,10 +23,10 @@ from gymnasium.vector import VectorEnv
 
 from vecfast.trainers.algorithm.learners import Learners, mean_terms
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.protocols import AlgorithmFactory
+from vecfast.trainers.protocols import AlgorithmFactory, BatchSource, RemoteSampling
 from vecfast.trainers.run.metrics import IterationMetrics, PolicyLag
-from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
-from vecfast.trainers.sampling.sampler import POLL_SECONDS, Sampler
+from vecfast.trainers.sampling.acting_plan import ActingPlan, PlanFactory, single_policy
+from vecfast.trainers.sampling.sampler import POLL_SECONDS, Sampler, SamplerTimings
 from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.checkpoint import load_scheme_state, scheme_state
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
@@ -61,6 +61,73 @@ class Batcher(threading.Thread):
             self.error = e
 
 
+class LocalBatches:
+    """Batches sampled on this machine: the policy-worker thread acts on the vector env's envs, the batcher
+    thread gathers ``trajectories`` finished ones at a time (:class:`~vecfast.trainers.protocols.BatchSource`)."""
+
+    network_seconds = None  # nothing crosses a network
+
+    def __init__(self, env: VectorEnv, plan: ActingPlan, cfg: TrainConfig, trajectories: int) -> None:
+        # each env fills one slot; one batch is being gathered while the next fills up
+        self.worker = PolicyWorker(
+            env,
+            plan.policies,
+            rollout=cfg.rollout,
+            num_slots=env.num_envs + 2 * trajectories,
+            seed=cfg.seed,
+            stats_avg=cfg.stats_avg,
+            mapping=plan.mapping,
+            on_episode_end=plan.episode_ended,
+        )
+        self.sampler = self.worker.sampler
+        self.episodes, self.episodes_started = self.sampler.episodes, self.sampler.episodes_started
+        self.batcher = Batcher(self.sampler, trajectories)
+        self._started = False
+
+    @property
+    def env_steps(self) -> int:
+        return self.sampler.env_steps
+
+    @env_steps.setter
+    def env_steps(self, steps: int) -> None:
+        self.sampler.env_steps = steps
+
+    @property
+    def timings(self) -> SamplerTimings:
+        return self.sampler.timings
+
+    @property
+    def queued(self) -> int:
+        return self.sampler.full.qsize()
+
+    def publish(self, weights: Mapping[str, torch.Tensor], version: int, policy: int = 0) -> None:
+        self.worker.publish(weights, version, policy)
+
+    def next_batch(self) -> Trajectories:
+        if not self._started:
+            self._started = True
+            self.worker.start()
+            self.batcher.start()
+        while True:
+            for thread in (self.worker, self.batcher):
+                if thread.error is not None:  # its own type, so that callers can catch what the env raised
+                    error, thread.error = thread.error, None
+                    error.add_note(f"raised in the asynchronous scheme's {thread.name} thread")
+                    raise error
+            try:
+                return self.batcher.batches.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+
+    def stop(self) -> None:
+        """Stop the policy worker and the batcher (the env stays open: its owner closes it)."""
+        self.batcher.stop_event.set()
+        self.worker.stop_event.set()
+        for thread in (self.batcher, self.worker):
+            if thread.is_alive():
+                thread.join()
+
+
 class AsyncTrainer:
     """Asynchronous sampling and learning over a vector env with ``send``/``recv`` (any VectorEnv works, without
     overlap). The learning side is :class:`~vecfast.trainers.algorithm.learners.Learners` (one policy, or
@@ -84,83 +151,60 @@ class AsyncTrainer:
         self.model = self.agent.model
         self.plan = plan(env, learners, cfg)
         batch = (cfg.batch_size // cfg.rollout) * cfg.num_batches_per_epoch  # trajectories per iteration
-        # each env fills one slot; one batch is being gathered while the next fills up
-        num_slots = env.num_envs + 2 * batch
-        self.worker = PolicyWorker(
-            env,
-            self.plan.policies,
-            rollout=cfg.rollout,
-            num_slots=num_slots,
-            seed=cfg.seed,
-            stats_avg=cfg.stats_avg,
-            mapping=self.plan.mapping,
-            on_episode_end=self.plan.episode_ended,
-        )
-        self.sampler = self.worker.sampler
-        self.batcher = Batcher(self.sampler, batch)
-        self._started = False
+        if isinstance(env, RemoteSampling):  # samplers that act on their own nodes
+            if len(self.plan.policies) > 1:
+                raise ValueError("samplers with local inference act with one policy: no populations or self-play")
+            env.start(self.plan.policies[0], cfg.rollout, batch, cfg.seed, cfg.stats_avg)
+            self.batches: BatchSource = env
+        else:
+            self.batches = LocalBatches(env, self.plan, cfg, batch)
+        self.device = next(self.model.parameters()).device
 
     def iterations(self) -> Iterator[IterationMetrics]:
-        worker, sampler, learners, plan = self.worker, self.sampler, self.learners, self.plan
+        batches, learners, plan = self.batches, self.learners, self.plan
 
         def publish(policy: int) -> None:
             agent = learners.agents[policy]
-            worker.publish(agent.model, agent.algorithm.version, policy)
+            batches.publish(agent.model.state_dict(), agent.algorithm.version, policy)
 
         for p in range(len(learners)):
             publish(p)
-        if not self._started:
-            self._started = True
-            worker.start()
-            self.batcher.start()
         while True:
             wait_start = time.perf_counter()
-            batch = self._next_batch()
+            batch = batches.next_batch()
+            if batch.first.device != self.device:  # shipped from another node
+                batch = batch.apply(lambda x: x.to(self.device, non_blocking=True))
             learn_start = time.perf_counter()
             lag = learners.lag_of(batch)
-            progress = sampler.env_steps / self.total_env_steps
+            progress = batches.env_steps / self.total_env_steps
             learned = learners.learn(batch, progress, on_policy=False, after_step=publish)
             plan.learned(learned, publish)
+            timings = batches.timings
             yield IterationMetrics(
-                env_steps=sampler.env_steps,
+                env_steps=batches.env_steps,
                 learner_steps=learners.learner_steps,
-                episodes=sampler.episodes.summary(),
+                episodes=batches.episodes.summary(),
                 policy_lag=PolicyLag(lag.min().item(), lag.mean().item(), lag.max().item()) if len(lag) else None,
                 learning=mean_terms(learned.values()),
                 timings={
                     "time_learner_waiting": learn_start - wait_start,
                     "time_learning": time.perf_counter() - learn_start,
-                    "time_envs": sampler.timings.waiting_envs,
-                    "time_inference": sampler.timings.inference,
-                    "time_sampler_waiting_slots": sampler.timings.waiting_slots,
+                    "time_envs": timings.waiting_envs,
+                    "time_inference": timings.inference,
+                    "time_sampler_waiting_slots": timings.waiting_slots,
+                    **({} if batches.network_seconds is None else {"time_batch_network": batches.network_seconds}),
                 },
-                extra={"full_trajectories": sampler.full.qsize(), **plan.summary()},
+                extra={"full_trajectories": batches.queued, **plan.summary()},
             )
 
-    def _next_batch(self) -> Trajectories:
-        while True:
-            for thread in (self.worker, self.batcher):
-                if thread.error is not None:  # its own type, so that callers can catch what the env raised
-                    error, thread.error = thread.error, None
-                    error.add_note(f"raised in the asynchronous scheme's {thread.name} thread")
-                    raise error
-            try:
-                return self.batcher.batches.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                continue
-
     def state_dict(self) -> dict[str, Any]:
-        return scheme_state(self.learners, self.sampler, self.plan, self.sampler.env_steps)
+        return scheme_state(self.learners, self.batches.episodes_started, self.plan, self.batches.env_steps)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.sampler.env_steps = load_scheme_state(self.learners, self.sampler, self.plan, state)
+        self.batches.env_steps = load_scheme_state(self.learners, self.batches.episodes_started, self.plan, state)
         for p, agent in enumerate(self.learners.agents):
-            self.worker.publish(agent.model, agent.algorithm.version, p)
+            self.batches.publish(agent.model.state_dict(), agent.algorithm.version, p)
 
     def close(self) -> None:
-        """Stop the policy worker and the batcher (the env stays open: its owner closes it)."""
-        self.batcher.stop_event.set()
-        self.worker.stop_event.set()
-        for thread in (self.batcher, self.worker):
-            if thread.is_alive():
-                thread.join()
+        """Stop sampling into this trainer (the env stays open: its owner closes it)."""
+        self.batches.stop()

@@ -14,7 +14,7 @@ that names the cause (:func:`~vecfast.trainers.sampling.sampler.async_api`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from gymnasium.vector import VectorEnv
@@ -56,12 +56,13 @@ class PolicyWorker(threading.Thread):
         )
         self.error: BaseException | None = None
 
-    def publish(self, model: ActorCritic, version: int, policy: int = 0) -> None:
-        """Copy a learner's weights (and normalisation statistics) into the sampler's acting model ``policy``."""
+    def publish(self, weights: Mapping[str, torch.Tensor], version: int, policy: int = 0) -> None:
+        """Copy a learner's weights (its model's ``state_dict``, normalisation statistics included) into the
+        sampler's acting model ``policy``."""
         sampler = self.sampler
         acting = sampler.policies[policy].state_dict().values()
         with sampler.lock, torch.no_grad():
-            for dst, src in zip(acting, model.state_dict().values(), strict=True):
+            for dst, src in zip(acting, weights.values(), strict=True):
                 dst.copy_(src, non_blocking=True)
             sampler.versions[policy] = version
 
