@@ -10,10 +10,13 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from vecfast.cli import env_kwarg
 from vecfast.trainers.run.run_dir import last_checkpoints, load_checkpoint
@@ -121,3 +124,59 @@ def steady_share(run_dir: Path, warmup: float, timer: str) -> float:
     """The share of the steady span's wall time that cumulative timer ``timer`` (``time_inference``) counted."""
     start, end = _steady_span(run_dir, warmup)
     return (end[timer] - start[timer]) / (end["time"] - start["time"])
+
+
+class CpuMeter:
+    """CPU seconds the processes of a run take, by role: the learner's process, the env workers it forked (one
+    machine), the samplers (Ray actors and the env workers forked from them, which inherit their title), VizDoom's
+    game processes, and Ray's own daemons (raylet, GCS, idle workers, agents). Sampled every half second, so a
+    process that lives less than that is missed."""
+
+    def __init__(self) -> None:
+        self.me = os.getpid()
+        self.first: dict[int, tuple[str, float]] = {}
+        self.last: dict[int, float] = {}
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _role(self, proc: psutil.Process) -> str | None:
+        name = proc.name()
+        if proc.pid == self.me:
+            return "learner"
+        if name == "vizdoom":
+            return "vizdoom"
+        if name.startswith(("ray::PolicySampler", "ray::EnvSampler")):
+            return "samplers"
+        if name in ("raylet", "gcs_server") or name.startswith("ray::") or "ray" in " ".join(proc.cmdline()[:3]):
+            return "ray"
+        if self.me in {parent.pid for parent in proc.parents()}:
+            return "env workers"
+        return None
+
+    def _sample(self) -> None:
+        for proc in psutil.process_iter():
+            try:
+                role = self.first[proc.pid][0] if proc.pid in self.first else self._role(proc)
+                if role is None:
+                    continue
+                times = proc.cpu_times()
+                used = times.user + times.system
+            except psutil.Error:
+                continue
+            self.first.setdefault(proc.pid, (role, used))
+            self.last[proc.pid] = used
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(0.5):
+            self._sample()
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds by role since the meter started."""
+        self.stop_event.set()
+        self.thread.join()
+        self._sample()
+        used: dict[str, float] = {}
+        for pid, (role, start) in self.first.items():
+            used[role] = used.get(role, 0.0) + self.last[pid] - start
+        return used

@@ -6,10 +6,12 @@ machine with the same envs (issue 43), interleaved, and the bytes an env frame p
 (``8 * 2 / nodes`` per sampler, in one worker each); ``central``: the learner's process acts for all of them
 (SEED RL); ``local``: each sampler acts with its own copy of the policy and ships trajectories. Rounds interleave
 the modes; each run trains for ``--seconds`` and reports its frames/s over its steady span (after ``--warmup``).
-One row per run goes to ``--csv`` at once.
+One row per run goes to ``--csv`` at once; with ``--cpu-csv``, the CPU seconds each role of the run took per
+1,000 env frames (:class:`CpuMeter`).
 
     python benchmarks/ray_appo.py --rounds 3 --seconds 90
     python benchmarks/ray_appo.py --env CartPole-v1 --rounds 1 --seconds 30 --modes machine,local
+    python benchmarks/ray_appo.py --rounds 1 --seconds 60 --cpu-csv benchmarks/results/ray_appo_cpu.csv
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "token")  # the nodes' token authenticati
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from common import append_row, host, parse_overrides, steady_fps  # noqa: E402
+from common import CpuMeter, append_row, host, parse_overrides, steady_fps  # noqa: E402
 
 import vecfast  # noqa: E402, F401  (registers the Doom ids)
 from vecfast.cluster.local_nodes import LocalNodes  # noqa: E402
@@ -34,6 +36,7 @@ from vecfast.trainers import train  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "ray_appo_inference.csv"
 COLUMNS = ["round", "mode", "env", "num_envs", "samplers", "seconds", "frames_per_second", "bytes_per_frame", "host"]
+CPU_COLUMNS = ["round", "mode", "role", "cpu_seconds_per_kframe", "host"]
 NUM_ENVS = 16
 
 
@@ -82,6 +85,7 @@ def main() -> None:
     parser.add_argument("--modes", default="machine,central,local", help="which runs, in order within a round")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for both")
     parser.add_argument("--csv", type=Path, default=CSV)
+    parser.add_argument("--cpu-csv", type=Path, help="also write CPU seconds per 1,000 env frames by role here")
     args = parser.parse_args()
     common = {"rollout": 32, "batch_size": 512, "print_every_sec": None, **parse_overrides(args.set)}
     per_sampler = NUM_ENVS // args.nodes
@@ -97,10 +101,18 @@ def main() -> None:
                 extra = {"ray_address": nodes.address} if mode != "machine" else {}
                 with tempfile.TemporaryDirectory() as tmp:
                     run_dir = Path(tmp) / "run"
+                    meter = CpuMeter() if args.cpu_csv else None
                     result = train(args.env, algo="appo", total_env_steps=10**10, run_dir=run_dir,
                                    train_for_seconds=args.seconds, seed=round_index, **common, **settings[mode],
                                    **extra)  # fmt: skip
                     frameskip = result.stats["env_frames"] // max(result.stats["env_steps"], 1)
+                    if meter is not None:
+                        kframes = result.stats["env_frames"] / 1000
+                        for role, seconds in sorted(meter.stop().items()):
+                            cpu = {"round": round_index, "mode": mode, "role": role,
+                                   "cpu_seconds_per_kframe": round(seconds / kframes, 4), "host": host()}  # fmt: skip
+                            append_row(args.cpu_csv, CPU_COLUMNS, cpu)
+                            print(cpu, flush=True)
                     if mode == "central":
                         network = central_bytes_per_frame(args.env, frameskip)
                     else:

@@ -8,7 +8,9 @@ the samplers share this machine's cores, so the simulation shows where the pipel
 more machines would add to it). Rows per run: frames/s, the linear figure (the 1-sampler run's times the samplers),
 the efficiency, and the share of the learner's time spent waiting for batches (near 0: the learner's process is the
 limit; under central inference it also acts for every env). ``learner`` rows: frames/s of ``learn`` on synthetic
-batches alone.
+batches alone. CPU seconds per 1,000 frames of the learner's process, the samplers and Ray's daemons
+(:class:`common.CpuMeter`) say what each would need of its own machine's cores, from which the README projects
+16 and 64 nodes.
 
     python benchmarks/ray_scaling.py --samplers 1,2,4,8 --seconds 40
     python benchmarks/ray_scaling.py --samplers 1,2 --modes local --seconds 20 --csv /tmp/x.csv
@@ -27,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # the nodes' token authentication, read when ray is imported
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
-from common import append_row, host, steady_fps  # noqa: E402
+from common import CpuMeter, append_row, host, steady_fps  # noqa: E402
 
 import vecfast  # noqa: E402, F401  (registers vecfast/Timed-v0)
 from vecfast.cluster.local_nodes import LocalNodes  # noqa: E402
@@ -35,7 +37,8 @@ from vecfast.trainers import train  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "ray_scaling.csv"
 COLUMNS = ["mode", "samplers", "envs_per_sampler", "step_ms", "seconds", "frames_per_second", "linear",
-           "efficiency", "learner_waiting_share", "host"]  # fmt: skip
+           "efficiency", "learner_waiting_share", "learner_cpu_per_kframe", "samplers_cpu_per_kframe",
+           "ray_cpu_per_kframe", "host"]  # fmt: skip
 ENV = "vecfast/Timed-v0"
 
 
@@ -91,6 +94,7 @@ def main() -> None:
     common = {"rollout": 32, "batch_size": 1024, "print_every_sec": None}
     base = {"mode": "learner", "samplers": 0, "envs_per_sampler": args.envs, "step_ms": args.step_ms,
             "seconds": args.seconds, "linear": "", "efficiency": "", "learner_waiting_share": 0.0,
+            "learner_cpu_per_kframe": "", "samplers_cpu_per_kframe": "", "ray_cpu_per_kframe": "",
             "host": host()}  # fmt: skip
     torch.manual_seed(0)
     row = {**base, "frames_per_second": round(learner_limit(args.step_ms, min(args.seconds, 20.0), common), 1)}
@@ -103,10 +107,14 @@ def main() -> None:
             for n in counts:
                 with tempfile.TemporaryDirectory() as tmp:
                     run_dir = Path(tmp) / "run"
-                    train(ENV, algo="appo", total_env_steps=10**10, run_dir=run_dir, train_for_seconds=args.seconds,
-                          seed=0, ray_address=nodes.address, num_samplers=n, sampler_inference=mode,
-                          num_workers=args.workers, num_envs_per_worker=args.envs // args.workers,
-                          env_kwargs={"step_seconds": args.step_ms / 1000}, **common)  # fmt: skip
+                    meter = CpuMeter()
+                    result = train(ENV, algo="appo", total_env_steps=10**10, run_dir=run_dir, seed=0,
+                                   train_for_seconds=args.seconds, ray_address=nodes.address, num_samplers=n,
+                                   sampler_inference=mode, num_workers=args.workers,
+                                   num_envs_per_worker=args.envs // args.workers,
+                                   env_kwargs={"step_seconds": args.step_ms / 1000}, **common)  # fmt: skip
+                    kframes = result.stats["env_frames"] / 1000
+                    cpu = {role: round(seconds / kframes, 4) for role, seconds in meter.stop().items()}
                     fps = steady_fps(run_dir, args.warmup)
                     waiting = waiting_share(run_dir, args.warmup)
                     config = json.loads((run_dir / "config.json").read_text())
@@ -114,7 +122,9 @@ def main() -> None:
                 single = single if single is not None else fps / n
                 row = {**base, "mode": mode, "samplers": n, "frames_per_second": round(fps, 1),
                        "linear": round(single * n, 1), "efficiency": round(fps / (single * n), 3),
-                       "learner_waiting_share": round(waiting, 3)}  # fmt: skip
+                       "learner_waiting_share": round(waiting, 3), "learner_cpu_per_kframe": cpu.get("learner", 0.0),
+                       "samplers_cpu_per_kframe": cpu.get("samplers", 0.0),
+                       "ray_cpu_per_kframe": cpu.get("ray", 0.0)}  # fmt: skip
                 append_row(args.csv, COLUMNS, row)
                 print(row, flush=True)
 

@@ -9,15 +9,16 @@ serialisation's share) is reported per batch beside the policy lag.
 
 A sampler whose process or node dies is restarted by Ray (``max_restarts``) and given the policy again; the
 trajectories it had not shipped are lost with it (its episodes then in progress are never reported), and
-:attr:`PolicySamplers.restarts` records the loss. The other samplers go on meanwhile.
+:attr:`PolicySamplers.restarts` records the loss. The learner does not wait for the restart: the other samplers'
+batches go on meanwhile.
 """
 
 from __future__ import annotations
 
 import copy
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,21 @@ from vecfast.trainers.sampling.episodes import EpisodeTracker
 from vecfast.trainers.sampling.sampler import SamplerTimings
 from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.vector.restarts import Restart
+
+
+@dataclass
+class _Call:
+    """A call in flight to a sampler: a take, or the start of a sampler that Ray is restarting after it died of
+    ``died_of``; when it was made and when its reply arrived (``time.monotonic()``)."""
+
+    sampler: int
+    sent: float
+    died_of: BaseException | None = None  # a restart's start call: what the sampler died of
+    arrived: float | None = None
+
+    def arrive(self, _: Any) -> None:
+        self.arrived = time.monotonic()
+
 
 # calls a sampler serves at once: take (waits for trajectories), set_weights, and get_attr or close
 SAMPLER_THREADS = 4
@@ -69,9 +85,7 @@ class PolicySamplers(SamplersVectorEnv):
         self._timings = [SamplerTimings() for _ in self.group.actors]
         self._start_args: tuple[Any, ...] | None = None
         self._weights: tuple[Any, int] | None = None  # the newest weights in the object store, and their version
-        self._in_flight: dict[Any, tuple[int, float]] = {}  # take call -> its sampler, when it was made
-        self._arrived: dict[Any, float] = {}  # take call -> when its reply arrived
-        self._arrived_lock = threading.Lock()
+        self._in_flight: dict[Any, _Call] = {}  # take call -> its sampler and times
         self._pending: list[Trajectories] = []
         self._pending_network: list[float] = []
 
@@ -133,23 +147,20 @@ class PolicySamplers(SamplersVectorEnv):
 
     def _take(self, i: int) -> None:
         call = self.group.actors[i].take.remote(self.per_call)
-        self._in_flight[call] = (i, time.monotonic())
-        call.future().add_done_callback(lambda _: self._stamp(call))
-
-    def _stamp(self, call: Any) -> None:
-        with self._arrived_lock:
-            self._arrived[call] = time.monotonic()
+        record = self._in_flight[call] = _Call(i, time.monotonic())
+        call.future().add_done_callback(record.arrive)  # (in a thread of Ray's, as soon as the reply is here)
 
     def _receive(self, call: Any) -> None:
-        i, sent = self._in_flight.pop(call)
+        record = self._in_flight.pop(call)
+        if record.died_of is not None:
+            self._restarted(call, record)
+            return
+        i = record.sampler
         try:
             shipment: Shipment | None = self.ray.get(call)
         except self.ray.exceptions.RayActorError as error:
-            self._restart(i, error)
+            self._lost(i, error)
             return
-        finally:
-            with self._arrived_lock:
-                arrived = self._arrived.pop(call, time.monotonic())
         if shipment is None:
             return
         self._take(i)
@@ -159,15 +170,29 @@ class PolicySamplers(SamplersVectorEnv):
         self.restarts.extend(restart.moved(offset) for restart in shipment.restarts)
         self._timings[i] = shipment.timings
         self._pending.append(shipment.trajectories)
-        self._pending_network.append(max(0.0, arrived - sent - shipment.seconds_in_call))
+        arrived = record.arrived if record.arrived is not None else time.monotonic()
+        self._pending_network.append(max(0.0, arrived - record.sent - shipment.seconds_in_call))
 
-    def _restart(self, i: int, error: BaseException) -> None:
-        """Sampler ``i`` died: once Ray has restarted it, give it the policy and the newest weights again."""
+    def _lost(self, i: int, error: BaseException) -> None:
+        """Sampler ``i`` died: the restart is counted, and the policy goes to the sampler Ray restarts (without
+        waiting for it: the others go on meanwhile)."""
         ids = self.group.env_ids(i)
         self.restarts.append(Restart.of_worker(i, tuple(ids.tolist()), "died", None, error))
-        self.group.after_restart(i, lambda actor: self._start(i, None), error)
-        actor = self.group.actors[i]
+        self._in_flight[self._start(i, None)] = _Call(i, time.monotonic(), died_of=error)
+
+    def _restarted(self, call: Any, record: _Call) -> None:
+        """The start of a sampler that died has returned: once Ray restarted it, it acts with the newest weights."""
+        i, exceptions = record.sampler, self.ray.exceptions
+        try:
+            self.ray.get(call)
+        except exceptions.ActorUnavailableError:  # still restarting: ask again
+            if time.monotonic() - record.sent > (self.group.start_timeout or float("inf")):
+                raise
+            self._in_flight[self._start(i, None)] = record
+            return
+        except exceptions.RayActorError as final:
+            raise self.group.gone(i, record.died_of) from final
         if self._weights is not None:
-            actor.set_weights.remote(*self._weights)
+            self.group.actors[i].set_weights.remote(*self._weights)
         self.restarted(i)
         self._take(i)

@@ -94,11 +94,15 @@ class SamplerGroup:
                     raise
                 time.sleep(POLL_SECONDS)
             except exceptions.RayActorError as final:
-                ids = self.env_ids(i)
-                raise WorkerDiedError(
-                    f"sampler {i} (envs {ids[0]} to {ids[-1]}) died and Ray did not restart it "
-                    f"(sampler_max_restarts={self.max_restarts}): {error}"
-                ) from final
+                raise self.gone(i, error) from final
+
+    def gone(self, i: int, error: BaseException | None) -> WorkerDiedError:
+        """The error of sampler ``i``, dead of ``error``, that Ray did not restart (past its max_restarts)."""
+        ids = self.env_ids(i)
+        return WorkerDiedError(
+            f"sampler {i} (envs {ids[0]} to {ids[-1]}) died and Ray did not restart it "
+            f"(sampler_max_restarts={self.max_restarts}): {error}"
+        )
 
     def broadcast(self, method: str, *args: Any) -> None:
         """Call ``method`` on every sampler without waiting for the replies."""
