@@ -40,6 +40,25 @@ def cluster() -> Iterator[LocalNodes]:
         yield nodes
 
 
+def cluster_processes(nodes: LocalNodes) -> list[psutil.Process]:
+    """The daemons that name ``nodes``' head port, and what descends from them."""
+    named = re.compile(rf"[=:]{nodes.address.rsplit(':', 1)[1]}\b")
+    daemons = [p for p in psutil.process_iter(["cmdline"]) if named.search(" ".join(p.info["cmdline"] or []))]
+    return daemons + [child for p in daemons for child in p.children(recursive=True)]
+
+
+def test_stopping_a_cluster_leaves_another_running(cluster: LocalNodes) -> None:
+    """Tests and benchmarks start clusters side by side: one's stop (not ``ray stop``, which ends every Ray of the
+    user) ends its processes and no other's."""
+    other = LocalNodes(num_nodes=1, num_cpus=1)
+    mine = cluster_processes(other)
+    assert any(p.name() == "gcs_server" for p in mine) and any(p.name() == "raylet" for p in mine)
+    kept = cluster_processes(cluster)
+    other.stop()
+    assert not psutil.wait_procs(mine, timeout=15)[1]
+    assert all(p.is_running() for p in kept) and len(cluster_processes(cluster)) >= len(kept)
+
+
 def action(env: int, step: int) -> int:
     return (env * 7 + step * 3) % 5 % 2
 

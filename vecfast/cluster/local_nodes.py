@@ -2,18 +2,24 @@
 ``ray start --address`` for each other node): for trying and testing the cluster path on one machine.
 
 The nodes' processes are Ray's own daemons, not children of this process; :meth:`LocalNodes.stop` ends them
-(``ray stop --force``: every Ray of this user on this machine). A head started so requires Ray's auth token
+and their workers, and only them (``ray stop`` would end every Ray of this user on this machine, another
+benchmark's or test's cluster with it): the daemons name the head's port on their command lines, and every worker
+descends from one of them. A head started so requires Ray's auth token
 (``RAY_AUTH_MODE=token``), which Ray reads when it is imported: a process joining it as a driver needs the variable
 set before ``import ray``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import psutil
 
 from vecfast.cluster.connection import INLINE_REPLY_BYTES
 
@@ -29,9 +35,10 @@ class LocalNodes:
         self.env["RAY_max_direct_call_object_size"] = str(inline_bytes)  # as a local Ray of vecfast's has it
         self.ray = str(Path(sys.executable).with_name("ray"))
         self.timeout = timeout
+        self.grace = 10.0
         with socket.socket() as free:
             free.bind(("127.0.0.1", 0))
-            port = free.getsockname()[1]
+            port = self._port = free.getsockname()[1]
         common = ["--num-cpus", f"{num_cpus:g}", "--disable-usage-stats"]
         self._run("start", "--head", "--port", str(port), "--include-dashboard", "false", *common)
         try:
@@ -50,7 +57,22 @@ class LocalNodes:
             raise RuntimeError(f"ray {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
 
     def stop(self) -> None:
-        subprocess.run([self.ray, "stop", "--force"], env=self.env, capture_output=True, timeout=self.timeout)
+        """End this cluster's processes: SIGTERM, then SIGKILL for what is left after ``grace`` seconds."""
+        named = re.compile(rf"[=:]{self._port}\b")
+        daemons = []
+        for proc in psutil.process_iter(["cmdline"]):
+            if proc.pid != os.getpid() and named.search(" ".join(proc.info["cmdline"] or [])):
+                daemons.append(proc)
+        ours = {proc.pid: proc for proc in daemons}
+        for proc in daemons:
+            with contextlib.suppress(psutil.Error):
+                ours.update({child.pid: child for child in proc.children(recursive=True)})
+        for proc in ours.values():
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        for proc in psutil.wait_procs(list(ours.values()), timeout=self.grace)[1]:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
     def __enter__(self) -> LocalNodes:
         return self
