@@ -134,8 +134,9 @@ class CpuMeter:
 
     def __init__(self) -> None:
         self.me = os.getpid()
-        self.first: dict[int, tuple[str, float]] = {}
-        self.last: dict[int, float] = {}
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}  # the role a process had when last seen (a Ray worker
+        # starts idle and becomes a sampler), and its CPU seconds
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -157,15 +158,15 @@ class CpuMeter:
     def _sample(self) -> None:
         for proc in psutil.process_iter():
             try:
-                role = self.first[proc.pid][0] if proc.pid in self.first else self._role(proc)
+                role = self._role(proc)
                 if role is None:
                     continue
                 times = proc.cpu_times()
                 used = times.user + times.system
             except psutil.Error:
                 continue
-            self.first.setdefault(proc.pid, (role, used))
-            self.last[proc.pid] = used
+            self.first.setdefault(proc.pid, used)
+            self.last[proc.pid] = (role, used)
 
     def _run(self) -> None:
         while not self.stop_event.wait(0.5):
@@ -177,6 +178,6 @@ class CpuMeter:
         self.thread.join()
         self._sample()
         used: dict[str, float] = {}
-        for pid, (role, start) in self.first.items():
-            used[role] = used.get(role, 0.0) + self.last[pid] - start
+        for pid, (role, end) in self.last.items():
+            used[role] = used.get(role, 0.0) + end - self.first[pid]
         return used

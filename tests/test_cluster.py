@@ -5,6 +5,7 @@ Ray that vecfast starts opens."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -41,10 +42,25 @@ def cluster() -> Iterator[LocalNodes]:
 
 
 def cluster_processes(nodes: LocalNodes) -> list[psutil.Process]:
-    """The daemons that name ``nodes``' head port, and what descends from them."""
+    """The daemons that name ``nodes``' head port, and what descends from them (not another cluster's)."""
     named = re.compile(rf"[=:]{nodes.address.rsplit(':', 1)[1]}\b")
-    daemons = [p for p in psutil.process_iter(["cmdline"]) if named.search(" ".join(p.info["cmdline"] or []))]
-    return daemons + [child for p in daemons for child in p.children(recursive=True)]
+    found = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        if named.search(" ".join(proc.info["cmdline"] or [])):
+            found[proc.pid] = proc
+            with contextlib.suppress(psutil.Error):
+                found.update({child.pid: child for child in proc.children(recursive=True)})
+    return list(found.values())
+
+
+def titled(procs: list[psutil.Process], prefix: str) -> dict[int, psutil.Process]:
+    """Those of ``procs`` whose title starts with ``prefix`` (and still run)."""
+    out = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.name().startswith(prefix):
+                out[proc.pid] = proc
+    return out
 
 
 def test_stopping_a_cluster_leaves_another_running(cluster: LocalNodes) -> None:
@@ -157,12 +173,10 @@ def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(
     title = f"ray::{SAMPLER_CLASSES[inference]}"
 
     def sampler_pids() -> list[int]:
-        """The samplers' actor processes (``ray::EnvSampler``, ``ray::EnvSampler.step``), not their env workers
-        (forked from an actor, they inherit its title)."""
-        titled = {p.pid: p for p in psutil.process_iter(["name", "ppid"]) if (p.info["name"] or "").startswith(
-            title
-        )}  # fmt: skip
-        return [pid for pid, p in titled.items() if p.info["ppid"] not in titled]
+        """The samplers' actor processes on this test's cluster (``ray::EnvSampler``, ``ray::EnvSampler.step``), not
+        their env workers (forked from an actor, they inherit its title)."""
+        samplers = titled(cluster_processes(cluster), title)  # (not another run's)
+        return [pid for pid, p in samplers.items() if p.ppid() not in samplers]
 
     import threading
 

@@ -16,8 +16,10 @@ other samplers' envs go on untouched.
 from __future__ import annotations
 
 import enum
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,22 @@ class _Stage(enum.Enum):
     LIVE = "live"  # stepped by its sampler
     LOST = "lost"  # its episode was lost: the next send reports it truncated
     RESET_OWED = "reset owed"  # (NEXT_STEP) the next send returns the new env's first observation
+
+
+class _Reply(enum.Enum):
+    """What a call in flight to a sampler returns."""
+
+    STEP = "step"  # some of its envs' step results
+    RESET = "reset"  # every env's first observations, after async_reset
+    RESTART = "restart"  # every env's first observations, once Ray has restarted the sampler after it died
+
+
+@dataclass(frozen=True)
+class _Call:
+    sampler: int
+    reply: _Reply
+    died_of: BaseException | None = None  # (RESTART) what the sampler died of
+    since: float = 0.0  # (RESTART) when it died (time.monotonic())
 
 
 class RemoteVectorEnv(SamplersVectorEnv):
@@ -72,12 +90,13 @@ class RemoteVectorEnv(SamplersVectorEnv):
         if self.autoreset_mode == AutoresetMode.DISABLED:
             self.close()
             raise ValueError("RemoteVectorEnv steps envs that reset themselves (NEXT_STEP or SAME_STEP autoreset)")
-        self._in_flight: dict[Any, tuple[int, bool]] = {}  # call -> its sampler, and whether it is a reset
+        self._in_flight: dict[Any, _Call] = {}
         self._ready: deque[StepResult] = deque()  # results that need no call: a lost sampler's envs
         self._out = np.zeros(self.num_envs, dtype=bool)  # sent (or reset) and not yet returned by recv
         self._stage = np.array([_Stage.LIVE] * self.num_envs, dtype=object)
         self._last_obs = create_empty_array(self.single_observation_space, self.num_envs)
         self._new_episode: dict[int, StepResult] = {}  # a restarted sampler's reset, for its envs' RESET_OWED
+        self._deferred: dict[int, list[tuple[_Stage, np.ndarray]]] = {}  # sends that wait for that reset
 
     # ------------------------------------------------------------------ EnvPool's API
     def async_reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
@@ -87,9 +106,12 @@ class RemoteVectorEnv(SamplersVectorEnv):
         self._in_flight.clear()
         self._ready.clear()
         self._new_episode.clear()
+        self._deferred.clear()
         self._stage[:] = _Stage.LIVE
         for i, actor in enumerate(self.actors):
-            self._in_flight[actor.reset.remote(None if seed is None else seed + int(self.offsets[i]))] = (i, True)
+            self._in_flight[actor.reset.remote(None if seed is None else seed + int(self.offsets[i]))] = _Call(
+                i, _Reply.RESET
+            )
         self._out[:] = True
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
@@ -112,11 +134,9 @@ class RemoteVectorEnv(SamplersVectorEnv):
 
     def _send(self, i: int, stage: _Stage, ids: np.ndarray, actions: Any) -> None:
         if stage == _Stage.LIVE:
-            self._in_flight[self.actors[i].step.remote(actions, ids - self.offsets[i])] = (i, False)
-        elif stage == _Stage.LOST:
-            self._ready.append(self._lost_episodes(i, ids))
+            self._in_flight[self.actors[i].step.remote(actions, ids - self.offsets[i])] = _Call(i, _Reply.STEP)
         else:
-            self._ready.append(self._first_steps(i, ids))
+            self._after_restart(i, stage, ids)
 
     def recv(self) -> StepResult:
         """The results of the first envs to be done: half of one sampler's envs (all of a lost sampler's)."""
@@ -126,13 +146,16 @@ class RemoteVectorEnv(SamplersVectorEnv):
             done, _ = self.ray.wait(list(self._in_flight), num_returns=1, timeout=POLL_SECONDS)
             if not done:
                 continue
-            i, reset = self._in_flight.pop(done[0])
+            call = self._in_flight.pop(done[0])
+            if call.reply == _Reply.RESTART:
+                self._restarted(done[0], call)
+                continue
             try:
                 result = self.ray.get(done[0])
             except self.ray.exceptions.RayActorError as error:
-                self._restart(i, error)
+                self._restart(call.sampler, error)
                 continue
-            self._received(i, result, reset)
+            self._received(call.sampler, result, call.reply == _Reply.RESET)
         result = self._ready.popleft()
         self._out[result[4]["env_id"]] = False
         return result
@@ -152,25 +175,51 @@ class RemoteVectorEnv(SamplersVectorEnv):
 
     # ------------------------------------------------------------------ a lost sampler
     def _restart(self, i: int, error: BaseException) -> None:
-        """Sampler ``i`` died: wait for Ray to restart it, reset its new envs, and report its envs' episodes as
-        lost (those in flight now, the others on their next send)."""
+        """Sampler ``i`` died: its envs' episodes are reported lost (those in flight now, the others on their next
+        send), and its new envs are reset once Ray has restarted it, without waiting: the other samplers' envs go on
+        meanwhile."""
         ids = np.arange(self.offsets[i], self.offsets[i + 1])
-        for call in [call for call, (sampler, _) in self._in_flight.items() if sampler == i]:
+        for call in [call for call, pending in self._in_flight.items() if pending.sampler == i]:
             del self._in_flight[call]  # lost with the sampler
         self.restarts.append(Restart.of_worker(i, tuple(ids.tolist()), "died", None, error))
-        reset = _take(self._reset_restarted(i, error), slice(None))
-        self.restarted(i)
-        reset[4]["env_id"] = np.asarray(reset[4]["env_id"]) + self.offsets[i]
-        self._new_episode[i] = reset
+        self._new_episode.pop(i, None)
+        self._deferred[i] = []
+        self._in_flight[self.actors[i].reset.remote(None)] = _Call(i, _Reply.RESTART, error, time.monotonic())
         self._stage[ids] = _Stage.LOST
         waiting = ids[self._out[ids]]
         self._ready = deque(r for r in self._ready if not np.isin(r[4]["env_id"], ids).any())
         if len(waiting):
-            self._ready.append(self._lost_episodes(i, waiting))
+            self._after_restart(i, _Stage.LOST, waiting)
 
-    def _reset_restarted(self, i: int, error: BaseException) -> StepResult:
-        """Sampler ``i``'s new envs, reset, once Ray has restarted it (a WorkerDiedError where it will not)."""
-        return self.group.after_restart(i, lambda actor: actor.reset.remote(None), error)
+    def _restarted(self, ref: Any, call: _Call) -> None:
+        """The reset of a restarted sampler has returned (or Ray is still restarting it: ask again); the sends that
+        waited for it are answered."""
+        i, exceptions = call.sampler, self.ray.exceptions
+        try:
+            reset = _take(self.ray.get(ref), slice(None))
+        except exceptions.ActorUnavailableError:  # still restarting
+            if time.monotonic() - call.since > (self.group.start_timeout or float("inf")):
+                raise
+            self._in_flight[self.actors[i].reset.remote(None)] = call
+            return
+        except exceptions.RayActorError as final:
+            raise self.group.gone(i, call.died_of) from final
+        self.restarted(i)
+        reset[4]["env_id"] = np.asarray(reset[4]["env_id"]) + self.offsets[i]
+        self._new_episode[i] = reset
+        for stage, ids in self._deferred.pop(i, []):
+            self._after_restart(i, stage, ids)
+
+    def _after_restart(self, i: int, stage: _Stage, ids: np.ndarray) -> None:
+        """Envs ``ids`` of lost sampler ``i``, sent in ``stage``: their lost episodes or their new envs' first
+        observations, as soon as what they need is here (the new envs' reset, for the first observations)."""
+        needs_reset = stage == _Stage.RESET_OWED or self.autoreset_mode == AutoresetMode.SAME_STEP
+        if needs_reset and i not in self._new_episode:
+            self._deferred[i].append((stage, ids))
+        elif stage == _Stage.LOST:
+            self._ready.append(self._lost_episodes(i, ids))
+        else:
+            self._ready.append(self._first_steps(i, ids))
 
     def _lost_episodes(self, i: int, ids: np.ndarray) -> StepResult:
         """Envs ``ids`` of lost sampler ``i``: their episodes end truncated, with the last observations they

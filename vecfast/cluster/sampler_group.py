@@ -6,8 +6,7 @@ process or node dies, and removed with the run. Both ways of acting share it: ce
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -80,21 +79,6 @@ class SamplerGroup:
     def env_ids(self, i: int) -> np.ndarray:
         """The run's env indices that sampler ``i`` owns."""
         return np.arange(self.offsets[i], self.offsets[i + 1])
-
-    def after_restart(self, i: int, call: Callable[[Any], Any], error: BaseException) -> Any:
-        """``ray.get(call(actor))`` on sampler ``i`` once Ray has restarted it (it died of ``error``); a
-        WorkerDiedError where Ray will not restart it."""
-        exceptions = self.ray.exceptions
-        deadline = time.monotonic() + (self.start_timeout or float("inf"))
-        while True:
-            try:
-                return self.ray.get(call(self.actors[i]))
-            except exceptions.ActorUnavailableError:  # still restarting
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(POLL_SECONDS)
-            except exceptions.RayActorError as final:
-                raise self.gone(i, error) from final
 
     def gone(self, i: int, error: BaseException | None) -> WorkerDiedError:
         """The error of sampler ``i``, dead of ``error``, that Ray did not restart (past its max_restarts)."""
