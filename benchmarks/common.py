@@ -135,8 +135,8 @@ class CpuMeter:
     def __init__(self) -> None:
         self.me = os.getpid()
         self.first: dict[int, float] = {}
-        self.last: dict[int, tuple[str, float]] = {}  # the role a process had when last seen (a Ray worker
-        # starts idle and becomes a sampler), and its CPU seconds
+        self.last: dict[int, tuple[str, float]] = {}  # a process's role and CPU seconds when last seen (a Ray
+        # worker starts idle, becomes a sampler, and may be titled idle again as it exits: its first role but Ray's)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -158,7 +158,8 @@ class CpuMeter:
     def _sample(self) -> None:
         for proc in psutil.process_iter():
             try:
-                role = self._role(proc)
+                seen = self.last.get(proc.pid, ("ray", 0.0))[0]
+                role = seen if seen != "ray" else self._role(proc)  # a worker's role sticks once it has one
                 if role is None:
                     continue
                 times = proc.cpu_times()

@@ -207,6 +207,20 @@ def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(
     assert not [name for name in os.listdir("/dev/shm") if name.startswith(("vecfast", "psm_"))]
 
 
+def test_a_population_trains_and_resumes_on_ray_with_central_inference(cluster: LocalNodes, tmp_path: Path) -> None:
+    """Populations act on the learner (central inference): each policy rated and learning, and the run resumes from
+    its checkpoint over the cluster as it does on one machine."""
+    run_dir = tmp_path / "run"
+    keys = {"ray_address": cluster.address, "num_samplers": 2, "num_workers": 1, "num_envs_per_worker": 4,
+            "sampler_inference": "central", "num_policies": 2, "seed": 0, "print_every_sec": None}  # fmt: skip
+    first = vecfast.train("CartPole-v1", algo="appo", total_env_steps=4_000, run_dir=run_dir, **keys)
+    again = vecfast.train("CartPole-v1", algo="appo", total_env_steps=8_000, run_dir=run_dir, resume=True, **keys)
+    assert first.stats["env_steps"] >= 4_000 and again.stats["env_steps"] >= 8_000
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert {"policy_0_elo", "policy_1_elo", "policy_1_learning_rate"} <= set(records[-1])
+    assert records[-1]["env_steps"] > first.stats["env_steps"]
+
+
 def readme_listeners() -> dict[str, str]:
     """The README's table of what a Ray that vecfast starts listens on: each process named in its first column
     (in backquotes), and where it listens."""
