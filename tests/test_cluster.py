@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ ray = pytest.importorskip("ray")
 import vecfast  # noqa: E402
 from vecfast.cluster.local_nodes import LocalNodes  # noqa: E402
 from vecfast.cluster.remote_vector_env import RemoteVectorEnv  # noqa: E402
+from vecfast.vector.errors import WorkerDiedError  # noqa: E402
 
 ENVS_PER_SAMPLER = 4
 # a sampler's vector env, made on its node: only importable functions travel to the Ray workers
@@ -164,32 +166,37 @@ def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: LocalNodes, tm
 SAMPLER_CLASSES = {"central": "EnvSampler", "local": "PolicySampler"}
 
 
+class SamplerKiller(threading.Thread):
+    """SIGKILLs the first sampler process (``ray::<class>``) of ``cluster`` two seconds after the run at ``run_dir``
+    wrote its first metrics; :meth:`alive` lists the samplers' processes there now."""
+
+    def __init__(self, cluster: LocalNodes, run_dir: Path, sampler_class: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.run_dir, self.title = cluster, run_dir, f"ray::{sampler_class}"
+        self.pids: list[int] = []
+        self.start()
+
+    def alive(self) -> list[int]:
+        """The samplers' actor processes on this test's cluster (``ray::EnvSampler``, ``ray::EnvSampler.step``), not
+        their env workers (forked from an actor, they inherit its title)."""
+        samplers = titled(cluster_processes(self.cluster), self.title)  # (not another run's)
+        return [pid for pid, p in samplers.items() if p.ppid() not in samplers]
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (self.run_dir / "metrics.jsonl").exists():
+            time.sleep(0.2)
+        time.sleep(2)
+        self.pids.extend(self.alive())
+        os.kill(self.pids[0], signal.SIGKILL)
+
+
 @pytest.mark.parametrize("inference", ["central", "local"])
 def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(
     cluster: LocalNodes, tmp_path: Path, inference: str
 ) -> None:
     run_dir = tmp_path / "run"
-    pids: list[int] = []
-    title = f"ray::{SAMPLER_CLASSES[inference]}"
-
-    def sampler_pids() -> list[int]:
-        """The samplers' actor processes on this test's cluster (``ray::EnvSampler``, ``ray::EnvSampler.step``), not
-        their env workers (forked from an actor, they inherit its title)."""
-        samplers = titled(cluster_processes(cluster), title)  # (not another run's)
-        return [pid for pid, p in samplers.items() if p.ppid() not in samplers]
-
-    import threading
-
-    def kill_one() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (run_dir / "metrics.jsonl").exists():
-            time.sleep(0.2)
-        time.sleep(2)
-        pids.extend(sampler_pids())
-        os.kill(pids[0], signal.SIGKILL)
-
-    killer = threading.Thread(target=kill_one)
-    killer.start()
+    killer = SamplerKiller(cluster, run_dir, SAMPLER_CLASSES[inference])
     result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=10**9, run_dir=run_dir,
                            ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
                            sampler_inference=inference, seed=0, train_for_seconds=15,
@@ -198,7 +205,7 @@ def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(
     assert result.stats["stopped_by"] == "train_for_seconds"
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["restarts"] == 1
-    assert len(pids) == 2 and not sampler_pids(), "a sampler outlived its run"
+    assert len(killer.pids) == 2 and not killer.alive(), "a sampler outlived its run"
     killed_at = next(i for i, r in enumerate(records) if r["restarts"])
     assert records[-1]["env_steps"] > records[killed_at]["env_steps"], "the run did not go on after the loss"
     assert "policy_lag_avg" in records[-1]
@@ -219,6 +226,21 @@ def test_a_population_trains_and_resumes_on_ray_with_central_inference(cluster: 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert {"policy_0_elo", "policy_1_elo", "policy_1_learning_rate"} <= set(records[-1])
     assert records[-1]["env_steps"] > first.stats["env_steps"]
+
+
+@pytest.mark.parametrize("inference", ["central", "local"])
+def test_past_its_restarts_a_lost_sampler_stops_the_run_with_a_checkpoint(
+    cluster: LocalNodes, tmp_path: Path, inference: str
+) -> None:
+    run_dir = tmp_path / "run"
+    killer = SamplerKiller(cluster, run_dir, SAMPLER_CLASSES[inference])
+    with pytest.raises(WorkerDiedError, match=r"sampler \d \(envs \d to \d\) died and Ray did not restart it"):
+        vecfast.train("CartPole-v1", algo="appo", total_env_steps=10**9, run_dir=run_dir, ray_address=cluster.address,
+                      num_samplers=2, num_workers=1, num_envs_per_worker=4, sampler_inference=inference,
+                      sampler_max_restarts=0, seed=0, train_for_seconds=60, print_every_sec=None)  # fmt: skip
+    killer.join()
+    assert list((run_dir / "checkpoints").glob("*.pt")), "no final checkpoint"
+    assert not killer.alive(), "a sampler outlived its run"
 
 
 def readme_listeners() -> dict[str, str]:
