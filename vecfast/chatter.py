@@ -5,9 +5,8 @@ cannot open, and torch.distributed's c10d warns that it cannot look up a hostnam
 private network of a local launch. None of it is the user's business unless something goes
 wrong, so vecfast keeps it off the terminal:
 
-- **In a training run** it goes to the run's log, ``RUN_DIR/env.log``
-  (:func:`vecfast.trainers.run.run_dir.env_log_path`): ``train()`` names it in the environment
-  variable :data:`LOG_VAR` (``VECFAST_ENV_LOG``), which the env workers, the ranks and their
+- **In a training run** it goes to the run's log, ``RUN_DIR/env.log`` (:data:`ENV_LOG`): ``train()`` names it
+  in the environment variable :data:`LOG_VAR` (``VECFAST_ENV_LOG``), which the env workers, the ranks and their
   games inherit. It is written only once the directory holds the run (its ``config.json``),
   so that the log never makes a new run directory look taken.
 - **Outside a run** (a user's own ``gymnasium.make("vecfast/DoomDuelBots-v0")`` or

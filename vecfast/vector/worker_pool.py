@@ -236,11 +236,6 @@ class WorkerPool:
         except OSError:
             raise self.died(w, "receiving a request") from None
 
-    def check_alive(self, doing: str) -> None:
-        dead = self.dead()
-        if dead:
-            raise self.died(dead[0], doing)
-
     def dead(self) -> list[WorkerHandle]:
         return [w for w in self.workers if not w.process.is_alive()]
 

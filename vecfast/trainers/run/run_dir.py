@@ -54,11 +54,6 @@ _LAST = re.compile(r"^last_(\d+)\.pt$")
 LOCK_FILE = ".lock"
 
 
-def env_log_path(run_dir: str | os.PathLike) -> Path:
-    """``RUN_DIR/env.log``: the chatter of the run's env workers, games and ranks (:mod:`vecfast.chatter`)."""
-    return Path(run_dir) / ENV_LOG
-
-
 class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint holds objects beyond tensors and plain data: an old-format checkpoint, or a crafted file."""
 
