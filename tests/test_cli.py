@@ -117,3 +117,30 @@ def test_every_subpackage_is_an_attribute_of_the_package() -> None:
         "vector",
         "wrappers",
     ]
+
+
+def _subparsers(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in {id(p): p for p in action.choices.values()}.values():
+                yield sub
+                yield from _subparsers(sub)
+
+
+def test_every_option_takes_both_spellings_as_the_config_keys_do() -> None:
+    """``--run_dir`` as ``--run-dir``, ``--num-workers`` as ``--num_workers``: one rule for every option of every
+    command (a new user's ``--train_for_seconds 150 --run_dir DIR`` was half refused)."""
+    from vecfast.cli import build_parser
+
+    parser = build_parser(["train", "CartPole-v1"])
+    args, unknown = parser.parse_known_args(["train", "CartPole-v1", "--run_dir", "d", "--num_processes", "2"])
+    assert not unknown and str(args.run_dir) == "d" and args.num_processes == 2
+    for sub in _subparsers(parser):
+        options = set(sub._option_string_actions)
+        for option in options:
+            if option.startswith("--"):
+                name = option[2:]
+                for other in ("--" + name.replace("-", "_"), "--" + name.replace("_", "-")):
+                    assert other in options, f"{sub.prog}: {option} but not {other}"

@@ -311,13 +311,11 @@ def test_a_wrong_key_or_option_names_the_closest_valid_one(tmp_path: Path, capsy
 
 
 def test_a_misspelt_option_is_pointed_to_an_option_that_exists(capsys: pytest.CaptureFixture) -> None:
-    """The hint names the option as the parser knows it: ``--num_processes`` was told to try ``--num_processes``,
-    which the train command spells ``--num-processes`` only."""
+    """The hint names the option as the parser knows it (every option takes both spellings, so either is one)."""
     with pytest.raises(SystemExit):
-        main(["train", "CartPole-v1", "--num_processes", "2"])
+        main(["train", "CartPole-v1", "--num_procesess", "2"])
     error = capsys.readouterr().err
-    assert "--num_processes: did you mean --num-processes" in error
-    assert "did you mean --num_processes" not in error
+    assert "--num_procesess: did you mean --num-processes" in error
 
 
 def test_train_help_shows_the_defaults_of_the_envs_family(capsys: pytest.CaptureFixture) -> None:

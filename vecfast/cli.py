@@ -296,8 +296,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _add_to_subcommands(parser: argparse.ArgumentParser) -> None:
-    """``--debug`` after a subcommand too, the subcommand's name (``prog``) for its error lines, and no
-    abbreviations: ``--num-envs`` must never be taken for ``--num-envs-per-worker``."""
+    """``--debug`` after a subcommand too, the subcommand's name (``prog``) for its error lines, every option in
+    both spellings, and no abbreviations: ``--num-envs`` must never be taken for ``--num-envs-per-worker``."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in {id(p): p for p in action.choices.values()}.values():  # an alias shares its parser
@@ -305,7 +305,22 @@ def _add_to_subcommands(parser: argparse.ArgumentParser) -> None:
                 sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
                 sub.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE_HELP)
                 sub.set_defaults(command_prog=sub.prog, command_parser=sub)
+                _both_spellings(sub)
                 _add_to_subcommands(sub)
+
+
+def _both_spellings(parser: argparse.ArgumentParser) -> None:
+    """Every ``--a-b`` option also as ``--a_b`` and the other way round, as the config's keys are: one rule for how
+    options are spelt."""
+    for action in parser._actions:
+        for option in list(action.option_strings):
+            if not option.startswith("--"):
+                continue
+            name = option[2:]
+            for other in ("--" + name.replace("-", "_"), "--" + name.replace("_", "-")):
+                if other not in parser._option_string_actions:
+                    action.option_strings.append(other)
+                    parser._option_string_actions[other] = action
 
 
 def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
