@@ -137,3 +137,29 @@ def test_vecfast_export_writes_and_checks_the_file(cartpole: Path, tmp_path: Pat
     assert main(["export", str(cartpole), "--policy", "3", "--out", str(tmp_path / "x.onnx")]) == 2
     assert "policy=3: the run has policies 0 to 0" in capsys.readouterr().err
     assert load_policy(cartpole) is not None
+
+
+def test_the_agreement_check_restarts_episodes_where_training_does(cartpole: Path, tmp_path: Path, monkeypatch):
+    """Under gymnasium's NEXT_STEP autoreset the observation an episode ends with is still its own; the next one,
+    after the reset step, starts the next episode (EpisodeBoundaries, the rule training and evaluation share). The
+    agreement check marked the ending observation as a first one, a step early."""
+    import gymnasium as gym
+
+    out = tmp_path / "policy.onnx"
+    model = export_run(cartpole, out, "onnx")
+    starts: list[list[bool]] = []
+    act = model.act
+
+    def recording(batch, **kwargs):
+        starts.append(np.asarray(kwargs["episode_start"]).tolist())
+        return act(batch, **kwargs)
+
+    monkeypatch.setattr(model, "act", recording)
+    env = gym.make_vec("vecfast/Timed-v0", num_envs=2, vectorization_mode="sync", step_seconds=0.0, obs_size=4,
+                       num_actions=2, episode_steps=3)  # fmt: skip
+    try:
+        agreement(model, out, env, 2 * 9)
+    finally:
+        env.close()
+    # 3 steps, then the step that only resets: observations 0 and 4 and 8 start episodes
+    assert [row[0] for row in starts] == [True, False, False, False, True, False, False, False, True]

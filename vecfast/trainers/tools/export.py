@@ -23,13 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gymnasium.vector import VectorEnv
+from gymnasium.vector import AutoresetMode, VectorEnv
 from torch import nn
 
 from vecfast.extras import require
 from vecfast.trainers.algorithm.models import ActorCritic, ActState, ConvEncoder, as_obs_dict, obs_to_tensors
 from vecfast.trainers.run.launch import private_inductor_cache
 from vecfast.trainers.run.training import load_policy
+from vecfast.trainers.sampling.episodes import EpisodeBoundaries
 
 FORMATS = ("onnx", "torchscript")
 ONNX_OPSET = 18
@@ -175,12 +176,14 @@ def agreement(
     exported = load_exported(path)
     entries = list(model.obs_spaces)
     obs, _ = env.reset(seed=seed)
-    first = np.ones(env.num_envs, dtype=bool)
+    mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    boundaries = EpisodeBoundaries(env.num_envs, mode)  # where training restarts a policy's state
     state = ActState()
     exported_state = np.zeros((env.num_envs, model.state_size), np.float32) if model.state_size else None
     equal = seen = 0
     while seen < observations:
         batch = {key: np.asarray(as_obs_dict(obs)[key]) for key in entries}
+        first = boundaries.first.numpy().copy()
         actions = model.act(batch, deterministic=True, episode_start=first, state=state)
         if exported_state is not None:
             exported_state[first] = 0.0
@@ -188,6 +191,7 @@ def agreement(
         same = (np.asarray(actions) == exported_actions).reshape(env.num_envs, -1).all(axis=1)
         take = min(env.num_envs, observations - seen)
         equal, seen = equal + int(same[:take].sum()), seen + take
+        valid = boundaries.valid.clone()
         obs, _, terminated, truncated, _ = env.step(actions)
-        first = np.logical_or(terminated, truncated)
+        boundaries.stepped(slice(None), valid, torch.from_numpy(np.logical_or(terminated, truncated)))
     return Agreement(equal, seen)
