@@ -15,12 +15,14 @@ Targets (``--target`` and ``--steps``/``--frames`` override them):
   less half its spread. A kill is +106 less 1 per tic, a miss -5, a timeout ~-300, so a mean of 70
   means nearly every episode ends in a quick kill.
 
-    python benchmarks/learning_seeds.py CartPole-v1 --seeds 0-9 --json benchmarks/learning_seeds_cartpole.json
-    python benchmarks/learning_seeds.py vecfast/DoomBasic-v0 --seeds 0-2 --json benchmarks/learning_seeds_doombasic.json
+    python benchmarks/learning_seeds.py CartPole-v1 --seeds 0-9 --json benchmarks/results/learning_seeds_cartpole.json
+    python benchmarks/learning_seeds.py vecfast/DoomBasic-v0 --seeds 0-2 \
+        --json benchmarks/results/learning_seeds_doombasic.json
     python benchmarks/learning_seeds.py CartPole-v1 --seeds 0,3 --set lr_schedule=linear_decay
     python benchmarks/learning_seeds.py CartPole-v1 --ray-nodes 2 --seeds 0-4 --json FILE   # samplers on Ray
     python benchmarks/learning_seeds.py CartPole-v1 --algo ddppo --num-processes 2 \
-        --json benchmarks/learning_seeds_cartpole_ddppo.json --curves benchmarks/results/learning_seeds/cartpole_ddppo
+        --json benchmarks/results/learning_seeds_cartpole_ddppo.json \
+        --curves benchmarks/results/learning_seeds/cartpole_ddppo
 
 ``--curves DIR`` keeps each seed's learning curve, compact enough to commit, for ``vecfast plot DIR/seed*``:
 DIR/seed<N>/config.json (the run's) and DIR/seed<N>/metrics.jsonl with only the keys in ``CURVE_KEYS``,

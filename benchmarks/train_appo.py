@@ -57,7 +57,7 @@ def main() -> None:
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument("--live", action="store_true", help="show the live dashboard while training")
     p.add_argument("--run-dir", type=Path, help="keep the run here (default: a temporary directory)")
-    p.add_argument("--out", type=Path, default=Path(__file__).with_name("train_appo.json"))
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "train_appo.json")
     args = p.parse_args()
     overrides = {**SETTINGS, **parse_overrides(args.set)}
     num_envs = overrides["num_workers"] * overrides["num_envs_per_worker"]

@@ -33,7 +33,7 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
     # no longer take sync PPO's CleanRL 3e-4 (meant for pixels). CartPole 500k, sync PPO, seeds 0-2, 4
     # epochs of 2 minibatches of 256: 3e-4: 403, 500, 500 (issue 23, 300k: 444, 179); 1e-3: all 500 (475 at
     # 58k-97k); 1e-3 in 1 minibatch of 512 (as APPO): 500, 500, 498 (475 at 87k-222k).
-    # Seeds 0-9 (benchmarks/learning_seeds_cartpole_ppo.json): 10/10 >= 475 (9 at 500, worst 486).
+    # Seeds 0-9 (benchmarks/results/learning_seeds_cartpole_ppo.json): 10/10 >= 475 (9 at 500, worst 486).
     "learning_rate": 1e-3,
     "max_grad_norm": 0.5,
     "exploration_loss_coeff": 0.0,
