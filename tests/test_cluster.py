@@ -243,6 +243,24 @@ def test_past_its_restarts_a_lost_sampler_stops_the_run_with_a_checkpoint(
     assert not killer.alive(), "a sampler outlived its run"
 
 
+def test_connect_four_self_play_and_a_population_play_their_matches_on_two_nodes(
+    cluster: LocalNodes, tmp_path: Path
+) -> None:
+    """A board game's matches on the samplers' nodes, the league (or the population) with the learner: the learner
+    acts for every seat, and the ratings come from matches played over the cluster."""
+    keys = {"algo": "appo", "total_env_steps": 10**9, "ray_address": cluster.address, "num_samplers": 2,
+            "sampler_inference": "central", "num_envs_per_worker": 4, "seed": 0, "train_for_seconds": 12,
+            "print_every_sec": None}  # fmt: skip
+    vecfast.train("pettingzoo.classic.connect_four_v3", run_dir=tmp_path / "league", **keys)
+    league = json.loads((tmp_path / "league" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert league["episodes"] > 0 and "elo" in league
+    vecfast.train("pettingzoo.classic.connect_four_v3", run_dir=tmp_path / "population", num_policies=2, **keys)
+    population = json.loads((tmp_path / "population" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert population["policy_0_elo"] != 1000.0 and population["policy_0_elo"] + population["policy_1_elo"] == (
+        pytest.approx(2000.0)
+    )
+
+
 def readme_listeners() -> dict[str, str]:
     """The README's table of what a Ray that vecfast starts listens on: each process named in its first column
     (in backquotes), and where it listens."""
@@ -296,8 +314,8 @@ def _is_ray_process(proc: psutil.Process) -> bool:
 def test_what_samples_on_ray_is_said_before_ray_starts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"feed the asynchronous scheme \(algo='appo'\), not ppo"):
         vecfast.train("CartPole-v1", algo="ppo", run_dir=tmp_path / "a", ray_address="local")
-    with pytest.raises(ValueError, match="PettingZoo game's matches, and a given env or factory, sample on this"):
-        vecfast.train("pettingzoo.classic.connect_four_v3", run_dir=tmp_path / "b", ray_address="local")
+    with pytest.raises(ValueError, match="seat the learner against its opponents: sampler_inference='central'"):
+        vecfast.train("pettingzoo.classic.connect_four_v3", algo="appo", run_dir=tmp_path / "b", ray_address="local")
     with pytest.raises(ValueError, match="num_samplers must be an int >= 1"):
         vecfast.train("CartPole-v1", run_dir=tmp_path / "c", ray_address="local", num_samplers=0)
     with pytest.raises(ValueError, match="a sampler acts with one copy of one policy, not a population"):

@@ -20,12 +20,14 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import VectorEnv
 
+from vecfast.multiagent.slots import SlotLayout, slot_layout_of
 from vecfast.wrappers.base import StepResult, has_async_api
 
 
 @dataclass(frozen=True)
 class SamplerInfo:
-    """What a sampler reports of itself once its envs are built."""
+    """What a sampler reports of itself once its envs are built (``slots``: the layout of a vector env of agent
+    slots, a PettingZoo game's matches)."""
 
     num_envs: int
     single_observation_space: spaces.Space
@@ -34,6 +36,7 @@ class SamplerInfo:
     node_id: str
     hostname: str
     pid: int
+    slots: SlotLayout | None = None
 
 
 class EnvSampler:
@@ -46,6 +49,13 @@ class EnvSampler:
             raise TypeError(
                 f"a sampler's vector env needs send/recv (vecfast's AsyncSharedMemVectorEnv), got {self.env}"
             )
+        layout = slot_layout_of(self.env)
+        if layout is not None and not layout.in_turns:
+            self.env.close()
+            raise TypeError(
+                "a sampler steps a game's matches where its agents take turns (a board game), not all at once"
+            )
+        self.in_turns = layout is not None
 
     def info(self) -> SamplerInfo:
         import ray
@@ -58,18 +68,21 @@ class EnvSampler:
             ray.get_runtime_context().get_node_id(),
             socket.gethostname(),
             os.getpid(),
+            slot_layout_of(self.env),
         )
 
     def reset(self, seed: int | None) -> StepResult:
-        """Reset every env (env ``i`` with ``seed + i``); a step's five results, rewards and ends zero."""
-        obs, info = self.env.reset(seed=seed)
-        zeros = np.zeros(self.env.num_envs, dtype=bool)
-        return obs, np.zeros(self.env.num_envs), zeros, zeros.copy(), {**info, "env_id": np.arange(self.env.num_envs)}
+        """Reset every env (env ``i`` with ``seed + i``; a game's match ``m`` with ``seed + m``) and return what
+        ``recv`` returns then: every env's first observation (rewards and ends zero), or, in a turn-based game,
+        those of the agents to move first."""
+        self.env.async_reset(seed=seed)
+        return self.env.recv()
 
     def step(self, actions: Any, env_ids: np.ndarray) -> StepResult:
-        """Step envs ``env_ids`` with the rows of ``actions``; their results (``info["env_id"]`` names them)."""
+        """Step envs ``env_ids`` with the rows of ``actions``; their results (``info["env_id"]`` names them), or
+        in a turn-based game those of the agents whose turn these moves bring."""
         self.env.send(actions, env_ids)
-        return self.env.recv(env_ids)
+        return self.env.recv() if self.in_turns else self.env.recv(env_ids)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         return self.env.get_attr(name)

@@ -15,6 +15,7 @@ from gymnasium.vector.utils import batch_space
 
 from vecfast.cluster.connection import RayConnection
 from vecfast.cluster.env_sampler import SamplerInfo
+from vecfast.multiagent.slots import SlotLayout
 from vecfast.vector.errors import WorkerDiedError
 from vecfast.vector.restarts import Restart
 
@@ -129,6 +130,9 @@ class SamplersVectorEnv(VectorEnv):
         self.action_space = batch_space(first.single_action_space, self.num_envs)
         self.metadata = dict(first.metadata)
         self.render_mode = None
+        if first.slots is not None:  # a game's matches: sampler i's start at match offsets[i] / num_agents
+            matches = sum(info.slots.num_matches for info in group.infos if info.slots is not None)
+            self.slots = SlotLayout(matches, first.slots.possible_agents, in_turns=first.slots.in_turns)
         self.closed = False
         self.restarts: list[Restart] = []
         self._step_timeout: float | None = None

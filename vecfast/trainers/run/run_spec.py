@@ -174,10 +174,16 @@ def _check_ray(recipe: Recipe, cfg: TrainConfig, source: EnvSource) -> None:
         raise ValueError(
             f"ray_address: samplers on a Ray cluster feed the asynchronous scheme (algo='appo'), not {recipe.label}"
         )
-    if source.is_vector_env or source.id is None:
+    game = isinstance(source.env, types.ModuleType)
+    if source.is_vector_env or (source.id is None and not game):
         raise ValueError(
-            "ray_address: each sampler makes its envs on its node from an env id (a PettingZoo game's matches, "
-            "and a given env or factory, sample on this machine)"
+            "ray_address: each sampler makes its envs on its node from an env id or a PettingZoo game's module (a "
+            "given env or factory samples on this machine)"
+        )
+    if cfg.sampler_inference == "local" and game:
+        raise ValueError(
+            "sampler_inference='local': a sampler acts with one policy, and a game's matches seat the learner against "
+            "its opponents: sampler_inference='central' acts for every seat on the learner"
         )
     if cfg.sampler_inference == "local" and cfg.num_policies > 1:
         raise ValueError(
