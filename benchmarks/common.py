@@ -149,10 +149,10 @@ class CpuMeter:
             return "vizdoom"
         if name.startswith(("ray::PolicySampler", "ray::EnvSampler")):
             return "samplers"
-        if name in ("raylet", "gcs_server") or name.startswith("ray::") or "ray" in " ".join(proc.cmdline()[:3]):
-            return "ray"
         if self.me in {parent.pid for parent in proc.parents()}:
             return "env workers"
+        if name in ("raylet", "gcs_server") or name.startswith("ray::") or "/ray/" in " ".join(proc.cmdline()[:3]):
+            return "ray"
         return None
 
     def _sample(self) -> None:
