@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.vector import VectorEnv
 
 from vecfast.cluster.policy_sampler import PolicySampler, Shipment
-from vecfast.cluster.sampler_group import POLL_SECONDS, SamplerGroup, SamplersVectorEnv
+from vecfast.cluster.sampler_group import POLL_SECONDS, SamplersVectorEnv
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.sampling.episodes import EpisodeTracker
 from vecfast.trainers.sampling.sampler import SamplerTimings
@@ -53,31 +52,15 @@ SAMPLER_THREADS = 4
 
 
 class PolicySamplers(SamplersVectorEnv):
-    """``len(make_envs)`` samplers, sampler ``i`` building its vector env with ``make_envs[i]`` on a node of the
-    cluster at ``address`` (one per node before a second on any), ``num_cpus`` reserved for each. A vector env's
-    description (:class:`~vecfast.cluster.sampler_group.SamplersVectorEnv`) whose envs are stepped by their
-    samplers, not by the caller: :meth:`start` gives them a policy, :meth:`next_batch` returns what they sampled."""
+    """Samplers that act themselves (see :class:`~vecfast.cluster.sampler_group.SamplersVectorEnv` for the
+    constructor): a vector env's description whose envs are stepped by their samplers, not by the caller;
+    :meth:`start` gives them a policy, :meth:`next_batch` returns what they sampled."""
 
-    def __init__(
-        self,
-        make_envs: Sequence[Callable[[], VectorEnv]],
-        address: str,
-        *,
-        num_cpus: float = 1.0,
-        max_restarts: int = 10,
-        start_timeout: float | None = 600.0,
-    ) -> None:
-        super().__init__(
-            SamplerGroup(
-                PolicySampler,
-                [(make_env,) for make_env in make_envs],
-                address,
-                num_cpus=num_cpus,
-                max_restarts=max_restarts,
-                max_concurrency=SAMPLER_THREADS,
-                start_timeout=start_timeout,
-            )
-        )
+    sampler_class = PolicySampler
+    sampler_threads = SAMPLER_THREADS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.env_steps = 0
         self.episodes = EpisodeTracker(self.num_envs)
         self.episodes_started: np.ndarray | None = None  # local inference plays one policy: no episode numbering

@@ -18,16 +18,16 @@ from __future__ import annotations
 import enum
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array
 
 from vecfast.cluster.env_sampler import EnvSampler
-from vecfast.cluster.sampler_group import POLL_SECONDS, SamplerGroup, SamplersVectorEnv
+from vecfast.cluster.sampler_group import POLL_SECONDS, SamplersVectorEnv
 from vecfast.vector.batch_rows import take_rows, write_rows
 from vecfast.vector.restarts import RESTARTED, Restart
 from vecfast.wrappers.base import StepResult
@@ -58,33 +58,17 @@ class _Call:
 
 
 class RemoteVectorEnv(SamplersVectorEnv):
-    """``len(make_envs)`` samplers, sampler ``i`` building its vector env with ``make_envs[i]`` on a node of the
-    cluster at ``address`` (see :class:`~vecfast.cluster.connection.RayConnection`), spread over the nodes (one
-    per node before a second on any), ``num_cpus`` reserved for each; env indices run over the samplers in order.
+    """Samplers that step envs for the learner's process (see :class:`~vecfast.cluster.sampler_group.SamplersVectorEnv`
+    for the constructor).
 
     ``async_reset``/``send``/``recv`` as vecfast's AsyncSharedMemVectorEnv has them (``recv`` returns one half of
     one sampler's envs, ``info["env_id"]`` naming them); ``reset`` and ``step`` act on every env at once.
     """
 
-    def __init__(
-        self,
-        make_envs: Sequence[Callable[[], VectorEnv]],
-        address: str,
-        *,
-        num_cpus: float = 1.0,
-        max_restarts: int = 10,
-        start_timeout: float | None = 600.0,
-    ) -> None:
-        super().__init__(
-            SamplerGroup(
-                EnvSampler,
-                [(make_env,) for make_env in make_envs],
-                address,
-                num_cpus=num_cpus,
-                max_restarts=max_restarts,
-                start_timeout=start_timeout,
-            )
-        )
+    sampler_class = EnvSampler
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.actors, self.offsets = self.group.actors, self.group.offsets
         self.autoreset_mode = AutoresetMode(self.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
         if self.autoreset_mode == AutoresetMode.DISABLED:

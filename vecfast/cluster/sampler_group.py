@@ -6,7 +6,7 @@ process or node dies, and removed with the run. Both ways of acting share it: ce
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -119,8 +119,30 @@ class SamplersVectorEnv(VectorEnv):
     the first sampler reported them), ``get_attr`` over every env in order, each sampler's ``step_timeout``, the
     :attr:`restarts` so far, and ``close``."""
 
-    def __init__(self, group: SamplerGroup) -> None:
-        self.group = group
+    sampler_class: type  # the Ray actor each sampler is
+    sampler_threads = 1  # calls a sampler serves at once
+
+    def __init__(
+        self,
+        make_envs: Sequence[Callable[[], VectorEnv]],
+        address: str,
+        *,
+        num_cpus: float = 1.0,
+        max_restarts: int = 10,
+        start_timeout: float | None = 600.0,
+    ) -> None:
+        """``len(make_envs)`` samplers, sampler ``i`` building its vector env with ``make_envs[i]`` on a node of the
+        cluster at ``address`` (:class:`~vecfast.cluster.connection.RayConnection`), spread over the nodes (one per
+        node before a second on any), ``num_cpus`` reserved for each; env indices run over the samplers in order."""
+        self.group = group = SamplerGroup(
+            self.sampler_class,
+            [(make_env,) for make_env in make_envs],
+            address,
+            num_cpus=num_cpus,
+            max_restarts=max_restarts,
+            max_concurrency=self.sampler_threads,
+            start_timeout=start_timeout,
+        )
         self.ray = group.ray
         first = group.infos[0]
         self.num_envs = group.num_envs
