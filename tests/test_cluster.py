@@ -225,11 +225,11 @@ def test_a_run_goes_on_when_a_sampler_dies_and_counts_the_restart(
 
 
 def test_a_population_trains_and_resumes_on_ray_with_central_inference(cluster: LocalNodes, tmp_path: Path) -> None:
-    """Populations act on the learner (central inference): each policy rated and learning, and the run resumes from
-    its checkpoint over the cluster as it does on one machine."""
+    """Populations act on the learner (central inference, what the default chooses for them): each policy rated
+    and learning, and the run resumes from its checkpoint over the cluster as it does on one machine."""
     run_dir = tmp_path / "run"
     keys = {"ray_address": cluster.address, "num_samplers": 2, "num_workers": 1, "num_envs_per_worker": 4,
-            "sampler_inference": "central", "num_policies": 2, "seed": 0, "print_every_sec": None}  # fmt: skip
+            "num_policies": 2, "seed": 0, "print_every_sec": None}  # fmt: skip
     first = vecfast.train("CartPole-v1", algo="appo", total_env_steps=4_000, run_dir=run_dir, **keys)
     again = vecfast.train("CartPole-v1", algo="appo", total_env_steps=8_000, run_dir=run_dir, resume=True, **keys)
     assert first.stats["env_steps"] >= 4_000 and again.stats["env_steps"] >= 8_000
@@ -257,9 +257,10 @@ def test_connect_four_self_play_and_a_population_play_their_matches_on_two_nodes
     cluster: LocalNodes, tmp_path: Path
 ) -> None:
     """A board game's matches on the samplers' nodes, the league (or the population) with the learner: the learner
-    acts for every seat, and the ratings come from matches played over the cluster."""
+    acts for every seat (central inference, the default's choice for a game), and the ratings come from matches
+    played over the cluster."""
     keys = {"algo": "appo", "total_env_steps": 10**9, "ray_address": cluster.address, "num_samplers": 2,
-            "sampler_inference": "central", "num_envs_per_worker": 4, "seed": 0, "train_for_seconds": 12,
+            "num_envs_per_worker": 4, "seed": 0, "train_for_seconds": 12,
             "print_every_sec": None}  # fmt: skip
     vecfast.train("pettingzoo.classic.connect_four_v3", run_dir=tmp_path / "league", **keys)
     league = json.loads((tmp_path / "league" / "metrics.jsonl").read_text().splitlines()[-1])
@@ -325,7 +326,8 @@ def test_what_samples_on_ray_is_said_before_ray_starts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"feed the asynchronous scheme \(algo='appo'\), not ppo"):
         vecfast.train("CartPole-v1", algo="ppo", run_dir=tmp_path / "a", ray_address="local")
     with pytest.raises(ValueError, match="seat the learner against its opponents: sampler_inference='central'"):
-        vecfast.train("pettingzoo.classic.connect_four_v3", algo="appo", run_dir=tmp_path / "b", ray_address="local")
+        vecfast.train("pettingzoo.classic.connect_four_v3", algo="appo", run_dir=tmp_path / "b", ray_address="local",
+                      sampler_inference="local")  # fmt: skip
     with pytest.raises(ValueError, match="num_samplers must be an int >= 1"):
         vecfast.train("CartPole-v1", run_dir=tmp_path / "c", ray_address="local", num_samplers=0)
     with pytest.raises(ValueError, match="a sampler acts with one copy of one policy, not a population"):
@@ -334,3 +336,14 @@ def test_what_samples_on_ray_is_said_before_ray_starts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"sampler_inference must be one of \('central', 'local'\)"):
         vecfast.train("CartPole-v1", algo="appo", run_dir=tmp_path / "e", ray_address="local", sampler_inference="x")
     assert not (tmp_path / "a").exists() and not ray.is_initialized()
+
+
+def test_the_default_inference_is_local_for_one_policy_and_central_for_games_and_populations() -> None:
+    from vecfast.trainers.config import TrainConfig
+    from vecfast.trainers.run.env_source import EnvSource
+
+    cartpole, game = EnvSource.of("CartPole-v1"), EnvSource.of("pettingzoo.classic.connect_four_v3")
+    assert cartpole.sampler_inference(TrainConfig()) == "local"
+    assert cartpole.sampler_inference(TrainConfig(num_policies=2)) == "central"
+    assert game.sampler_inference(TrainConfig()) == "central"
+    assert game.sampler_inference(TrainConfig(sampler_inference="local")) == "local"  # refused where it is checked

@@ -162,10 +162,12 @@ class RayConfig:
     num_samplers: int = 2
     """Sampler actors (ray::EnvSampler), spread over the cluster's nodes (one per node before a second on any);
     each steps num_workers * num_envs_per_worker envs in an AsyncSharedMemVectorEnv of its node."""
-    sampler_inference: str = "local"
+    sampler_inference: str | None = None
     """Who acts for a sampler's envs: "central", the learner's process for all of them (SEED RL: observations
     travel to it every step, actions back); "local", each sampler with its own copy of the policy (Sample Factory's
-    policy workers, IMPALA's actors: finished trajectories travel, and the weights after each gradient step)."""
+    policy workers, IMPALA's actors: finished trajectories travel, and the weights after each gradient step).
+    None: "local" where one policy acts alone (it measured faster), "central" where a game's matches seat
+    opponents or a population (num_policies) acts, which only the learner holds."""
     sampler_num_cpus: float = 1.0
     """CPUs Ray reserves for each sampler (Ray's num_cpus); its env workers use what the node has."""
     sampler_max_restarts: int = 10
@@ -178,7 +180,7 @@ class RayConfig:
                 f"ray_address must be 'local', 'auto', a cluster's address or None, got {self.ray_address!r}"
             )
         _check_count("num_samplers", self.num_samplers, "")
-        if self.sampler_inference not in SAMPLER_INFERENCE:
+        if self.sampler_inference is not None and self.sampler_inference not in SAMPLER_INFERENCE:
             raise ValueError(f"sampler_inference must be one of {SAMPLER_INFERENCE}, got {self.sampler_inference!r}")
         if not _positive_number(self.sampler_num_cpus):
             raise ValueError(f"sampler_num_cpus must be a positive number, got {self.sampler_num_cpus!r}")

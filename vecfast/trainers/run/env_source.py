@@ -79,7 +79,7 @@ class EnvSource:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled to a launcher's ranks: a module by its name, as pickle sends functions."""
-        if isinstance(self.env, types.ModuleType):
+        if self.is_game:
             return (EnvSource.of, (self.env.__name__, dict(self.kwargs)))
         return (EnvSource, (self.env, dict(self.kwargs)))
 
@@ -91,6 +91,19 @@ class EnvSource:
     @property
     def is_vector_env(self) -> bool:
         return isinstance(self.env, VectorEnv)
+
+    @property
+    def is_game(self) -> bool:
+        """A PettingZoo game's module: its matches seat the learner against opponents."""
+        return isinstance(self.env, types.ModuleType)
+
+    def sampler_inference(self, cfg: TrainConfig) -> str:
+        """Who acts for the Ray samplers' envs: ``cfg.sampler_inference``, or where None, "local" for one policy
+        acting alone and "central" for a game's matches or a population (only the learner holds every seat's
+        policy)."""
+        if cfg.sampler_inference is not None:
+            return cfg.sampler_inference
+        return "central" if self.is_game or cfg.num_policies > 1 else "local"
 
     def vectorization(self, double_buffered: bool) -> str | None:
         """How an id is vectorised for a scheme (see the module docstring); None for other sources."""
@@ -125,7 +138,7 @@ class EnvSource:
         if isinstance(self.env, VectorEnv):
             return self.env
         if self.id is None:
-            made = self.env() if callable(self.env) and not isinstance(self.env, types.ModuleType) else None
+            made = self.env() if callable(self.env) and not self.is_game else None
             if isinstance(made, VectorEnv):
                 return made
             from vecfast.multiagent.from_pettingzoo import vector_env_from  # the pettingzoo extra
@@ -162,11 +175,11 @@ class EnvSource:
     def on_ray(self, cfg: TrainConfig) -> VectorEnv:
         """The run's envs on the Ray cluster at ``cfg.ray_address``: ``cfg.num_samplers`` samplers, each stepping
         ``cfg.num_envs`` envs in an AsyncSharedMemVectorEnv of its node (:mod:`vecfast.cluster`), acting as
-        ``cfg.sampler_inference`` says."""
+        :meth:`sampler_inference` says."""
         from vecfast.cluster.policy_samplers import PolicySamplers
         from vecfast.cluster.remote_vector_env import RemoteVectorEnv
 
-        local = cfg.sampler_inference == "local"
+        local = self.sampler_inference(cfg) == "local"
         make = functools.partial(
             self.build,
             cfg.num_envs,
@@ -191,7 +204,7 @@ class EnvSource:
         """What the run calls its env: the id, a PettingZoo module's dotted name, else the built env's spec or class."""
         if self.id is not None:
             return self.id
-        if isinstance(self.env, types.ModuleType):
+        if self.is_game:
             return self.env.__name__
         spec = getattr(built.unwrapped, "spec", None) or getattr(built, "spec", None)
         return getattr(spec, "id", None) or type(built.unwrapped).__name__  # (EnvPool's spec has no id)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import time
-import types
 from typing import Any
 
 import torch
@@ -49,7 +48,7 @@ class PeriodicEvaluation:
         self.cfg = cfg
         self.schedule = EnvStepSchedule(cfg.eval_every_env_steps, steps)
         self.model = copy.deepcopy(model).eval()
-        self.games = isinstance(source.env, types.ModuleType)  # a PettingZoo module: self-play, games
+        self.games = source.is_game
         self.opponents: dict[str, Any] = {"random": "random"}
         if self.games:  # the untrained model of the run's config, the same one every time
             with torch.random.fork_rng():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import time
-import types
 from typing import Any
 
 import numpy as np
@@ -52,7 +51,7 @@ class PeriodicVideo:
         self, model: ActorCritic, source: EnvSource, vectorization: str, cfg: TrainConfig, steps: int, run_dir: RunDir
     ) -> None:
         assert cfg.video_every_env_steps is not None
-        if isinstance(source.env, types.ModuleType):
+        if source.is_game:
             raise ValueError(
                 "video_every_env_steps: not for runs of PettingZoo games yet (their evaluation plays whole games "
                 "against an opponent, without frames)"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +105,7 @@ def resolve_run(
     if num_processes is not None and num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")
     source = EnvSource.of(env, env_kwargs_data(dict(env_kwargs or {})))
-    if num_envs is not None and source.id is None and not isinstance(source.env, types.ModuleType):
+    if num_envs is not None and source.id is None and not source.is_game:
         raise TypeError("num_envs is for an env id or a PettingZoo module, which vecfast makes; a given env is made")
     if recipe.scheme_spec.distributed and rank is None and source.is_vector_env:
         raise TypeError("a distributed run builds one vector env per rank: pass an env id or a function")
@@ -174,13 +173,12 @@ def _check_ray(recipe: Recipe, cfg: TrainConfig, source: EnvSource) -> None:
         raise ValueError(
             f"ray_address: samplers on a Ray cluster feed the asynchronous scheme (algo='appo'), not {recipe.label}"
         )
-    game = isinstance(source.env, types.ModuleType)
-    if source.is_vector_env or (source.id is None and not game):
+    if source.is_vector_env or (source.id is None and not source.is_game):
         raise ValueError(
             "ray_address: each sampler makes its envs on its node from an env id or a PettingZoo game's module (a "
             "given env or factory samples on this machine)"
         )
-    if cfg.sampler_inference == "local" and game:
+    if cfg.sampler_inference == "local" and source.is_game:
         raise ValueError(
             "sampler_inference='local': a sampler acts with one policy, and a game's matches seat the learner against "
             "its opponents: sampler_inference='central' acts for every seat on the learner"

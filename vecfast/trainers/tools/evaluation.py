@@ -162,7 +162,7 @@ def evaluate(
     policy, run_dir = _policy(policy_or_run_dir, which)
     env_kwargs = dict(env_kwargs or {})
     run = run_env(run_dir, required=False) if run_dir is not None and (env is None or isinstance(env, str)) else None
-    if env is None and run is not None and isinstance(run.source.env, types.ModuleType):
+    if env is None and run is not None and run.source.is_game:
         env = run.source.env  # a run of a PettingZoo module plays its games
     if opponent is not None or isinstance(env, types.ModuleType):
         unsupported = {"num_envs": num_envs, "max_steps": max_steps, "on_frame": on_frame}
