@@ -203,7 +203,9 @@ class RemoteVectorEnv(SamplersVectorEnv):
         elif stage == _Stage.LOST:
             self._ready.append(self._lost_episodes(i, ids))
         else:
-            self._ready.append(self._first_steps(i, ids))
+            first = self._first_steps(i, ids)
+            if first is not None:
+                self._ready.append(first)
 
     def _lost_episodes(self, i: int, ids: np.ndarray) -> StepResult:
         """Envs ``ids`` of lost sampler ``i``: their episodes end truncated, with the last observations they
@@ -212,8 +214,9 @@ class RemoteVectorEnv(SamplersVectorEnv):
         flags = np.ones(n, dtype=bool)
         info: dict[str, Any] = {RESTARTED: flags, f"_{RESTARTED}": flags.copy(), "env_id": ids}
         last = take_rows(self._last_obs, ids)
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:  # (no turn-based game: every env is in the reset)
             first = self._first_steps(i, ids)
+            assert first is not None
             final_obs = np.empty(n, dtype=object)
             final_obs[:] = [take_rows(last, [k]) for k in range(n)]
             info.update({"final_obs": final_obs, "_final_obs": flags.copy(), "final_info": {}})
@@ -223,12 +226,15 @@ class RemoteVectorEnv(SamplersVectorEnv):
         self._stage[ids] = _Stage.RESET_OWED
         return last, np.zeros(n), np.zeros(n, dtype=bool), flags.copy(), info
 
-    def _first_steps(self, i: int, ids: np.ndarray) -> StepResult:
-        """Envs ``ids`` of restarted sampler ``i``: their new envs' first observations (the reset done on restart)."""
+    def _first_steps(self, i: int, ids: np.ndarray) -> StepResult | None:
+        """Envs ``ids`` of restarted sampler ``i``: their new envs' first observations (the reset done on restart).
+        In a turn-based game the reset returns only the agents that move first; the others' first observations
+        come from the sampler after their opponents' moves, as in any match (None if ``ids`` are all such)."""
         reset = self._new_episode[i]
-        result = _take(reset, np.searchsorted(reset[4]["env_id"], ids))
         self._stage[ids] = _Stage.LIVE
-        return result
+        row_of = {env: row for row, env in enumerate(np.asarray(reset[4]["env_id"]).tolist())}
+        rows = [row_of[env] for env in ids.tolist() if env in row_of]
+        return _take(reset, np.array(rows, dtype=np.int64)) if rows else None
 
     # ------------------------------------------------------------------ gymnasium's API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
