@@ -272,6 +272,24 @@ def test_connect_four_self_play_and_a_population_play_their_matches_on_two_nodes
     )
 
 
+def test_a_game_goes_on_when_a_sampler_dies_mid_match(cluster: LocalNodes, tmp_path: Path) -> None:
+    """A sampler SIGKILLed while its node plays connect four: its matches end (no result rated), Ray restarts it,
+    and the league plays on over both nodes."""
+    run_dir = tmp_path / "run"
+    killer = SamplerKiller(cluster, run_dir, "EnvSampler")
+    result = vecfast.train("pettingzoo.classic.connect_four_v3", algo="appo", total_env_steps=10**9, run_dir=run_dir,
+                           ray_address=cluster.address, num_samplers=2, num_envs_per_worker=4, seed=0,
+                           train_for_seconds=15, print_every_sec=None)  # fmt: skip
+    killer.join()
+    assert result.stats["stopped_by"] == "train_for_seconds"
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["restarts"] == 1
+    killed_at = next(i for i, r in enumerate(records) if r["restarts"])
+    assert records[-1]["episodes"] > records[killed_at]["episodes"], "no match ended after the loss"
+    assert killer.all_gone(), "a sampler outlived its run"
+    assert not [name for name in os.listdir("/dev/shm") if name.startswith(("vecfast", "psm_"))]
+
+
 def readme_listeners() -> dict[str, str]:
     """The README's table of what a Ray that vecfast starts listens on: each process named in its first column
     (in backquotes), and where it listens."""
