@@ -69,7 +69,7 @@ def test_debug_shows_the_traceback_before_or_after_the_subcommand(tmp_path: Path
         assert done.returncode == 1
         assert done.stderr.startswith("Traceback (most recent call last):"), done.stderr
         assert "gymnasium.error.NameNotFound" in done.stderr
-        assert "vecfast.cli.CommandError: unknown env id 'CartPol-v1'" in done.stderr
+        assert "vecfast.command_line.CommandError: unknown env id 'CartPol-v1'" in done.stderr
 
 
 def test_unexpected_errors_name_their_type_and_the_debug_flag(

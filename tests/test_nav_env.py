@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import vecfast
-from vecfast.cli import CommandError
+from vecfast.command_line import CommandError
 from vecfast.envs.nav import BatchedPointNavEnv, PointNavEnv
 from vecfast.envs.nav.cli import add_nav_commands
 from vecfast.envs.nav.geodesic import distance_field, distance_fields, grid_moves

@@ -203,7 +203,7 @@ def test_tune_makes_the_env_with_its_env_kwargs_and_says_so(capsys: pytest.Captu
 
 
 def test_env_kwarg_values_are_python_literals_else_strings() -> None:
-    from vecfast.cli import env_kwarg
+    from vecfast.command_line import env_kwarg
 
     assert env_kwarg("num_bots=3") == ("num_bots", 3)
     assert env_kwarg("reward_shaping={'frag': 1.0, 'death': -0.5}") == ("reward_shaping", {"frag": 1.0, "death": -0.5})

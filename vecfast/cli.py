@@ -17,10 +17,7 @@ is never caught here.
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
-import difflib
-import importlib
 import json
 import os
 import sys
@@ -28,47 +25,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from vecfast.command_line import CommandError, add_env_kwarg_option, check_env_id
+
 EXIT_ERROR = 2  # a CommandError (and argparse's bad command lines)
 EXIT_FAILURE = 1  # an unexpected exception; a bench backend that failed
 
 # path errors are the user's: a missing run directory, a run directory that holds a run already
 _PATH_ERRORS = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
-
-
-class CommandError(Exception):
-    """What the user asked for cannot be done: ``vecfast <command>: error: <message>``, exit status 2.
-
-    The message says what was wrong and, where that is cheap, what is valid.
-    """
-
-
-def check_env_id(env_id: str) -> None:
-    """Raise :class:`CommandError`, naming the registered ids close to ``env_id``, unless gymnasium knows it.
-
-    ``module:EnvId`` imports ``module`` first, as ``gymnasium.make`` does.
-    """
-    import gymnasium
-
-    from vecfast.vector.make import import_env_provider
-
-    module, _, name = env_id.rpartition(":")
-    try:
-        if module:
-            importlib.import_module(module)
-        import_env_provider(name)
-        gymnasium.spec(name)
-    except ImportError as exc:
-        raise CommandError(str(exc) if not module else f"env id {env_id!r}: cannot import {module!r}: {exc}") from exc
-    except gymnasium.error.Error as exc:
-        ids = {key.lower(): key for key in gymnasium.registry}
-        close = [ids[key] for key in difflib.get_close_matches(name.lower(), ids, n=5)]
-        named = "" if isinstance(exc, gymnasium.error.NameNotFound) else f" ({exc})"
-        valid = (
-            f"registered ids like it: {', '.join(close)}"
-            if close
-            else "python -c 'import vecfast, gymnasium; gymnasium.pprint_registry()' lists the registered ids"
-        )
-        raise CommandError(f"unknown env id {env_id!r}{named}; {valid}") from exc
 
 
 def _csv(value: str) -> list[str]:
@@ -83,31 +46,6 @@ def _json_object(value: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"frame_skip\": 4}'")
     return obj
-
-
-def env_kwarg(text: str) -> tuple[str, Any]:
-    """``--env-kwarg KEY=VALUE``: VALUE as a Python literal (``4``, ``0.5``, ``True``, ``None``, ``(64, 64)``,
-    ``'val'``), else as the string it is (``scenes=/data/scenes``, ``split=val``)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.isidentifier():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with KEY a Python name, got {text!r}")
-    try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return key, value
-
-
-def add_env_kwarg_option(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--env-kwarg KEY=VALUE``, repeatable: the keyword arguments of the env an id makes (``args.env_kwarg``)."""
-    parser.add_argument(
-        "--env-kwarg",
-        type=env_kwarg,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"a keyword argument of the env ({what}), repeatable; VALUE is read as a Python literal "
-        "(4, 0.5, True, (64, 64)), else taken as a string (a path)",
-    )
 
 
 def _positive(kind: Callable[[str], Any], zero_ok: bool = False) -> Callable[[str], Any]:

@@ -36,7 +36,7 @@ def add_nav_commands(subparsers: Any) -> None:
 
 
 def _make_scenes(args: argparse.Namespace) -> int:
-    from vecfast.cli import CommandError
+    from vecfast.command_line import CommandError
     from vecfast.envs.nav.scenes import SPLIT_SEEDS, check_disjoint, default_scene_dir, make_scenes, scene_name
 
     if args.num <= 0:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vecfast.cli import CommandError, add_env_kwarg_option, check_env_id, env_kwarg
+from vecfast.command_line import CommandError, add_env_kwarg_option, check_env_id, env_kwarg
 from vecfast.extras import TRAIN_MODULES
 from vecfast.trainers.config import AUTO, CONFIG_GROUPS, TUNED_KEYS, TrainConfig, field_docs
 
