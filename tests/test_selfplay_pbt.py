@@ -11,13 +11,12 @@ import torch
 
 from vecfast.selfplay import (
     HYPERPARAMETERS,
-    PBTConfig,
     PBTController,
     PBTDecision,
     PolicySettings,
     hyperparameters_of,
 )
-from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.config import PopulationConfig, TrainConfig
 
 SHAPING = {"frag": 1.0, "death": -0.5, "damage_dealt": 0.01}  # some of the Doom full game's coefficients
 TOP, MIDDLE, BOTTOM = (7, 8, 9), (3, 4, 5, 6), (0, 1, 2)  # of 10 policies ranked by RANKED
@@ -25,8 +24,8 @@ RANKED = [float(p) for p in range(10)]  # policy p's objective is p: far apart
 
 
 def controller(num_policies: int = 10, seed: int = 0, **config) -> PBTController:
-    options = {"period_env_steps": 1000, "start_after_env_steps": 2000, **config}
-    return PBTController(num_policies, hyperparameters_of(TrainConfig()), SHAPING, PBTConfig(**options), seed)
+    options = {"pbt_period_env_steps": 1000, "pbt_start_mutation": 2000, **config}
+    return PBTController(num_policies, hyperparameters_of(TrainConfig()), SHAPING, PopulationConfig(**options), seed)
 
 
 def run(pbt: PBTController, policy: int, objectives: list[float], periods: int) -> Iterator[PBTDecision]:
@@ -45,7 +44,7 @@ def values(settings: PolicySettings) -> dict[str, float]:
 def test_the_hyperparameters_are_train_config_fields_that_a_trainer_can_apply() -> None:
     cfg = TrainConfig()
     assert hyperparameters_of(cfg) == {key: getattr(cfg, key) for key in HYPERPARAMETERS}
-    decision = next(run(controller(mutation_rate=1.0), MIDDLE[0], RANKED, 1))
+    decision = next(run(controller(pbt_mutation_rate=1.0), MIDDLE[0], RANKED, 1))
     applied = TrainConfig.from_overrides(cfg, **decision.after.hyperparameters)
     assert applied.learning_rate == decision.after.hyperparameters["learning_rate"] != cfg.learning_rate
     with pytest.raises(ValueError, match=r"PBT does not tune \['rollout'\]"):
@@ -53,7 +52,7 @@ def test_the_hyperparameters_are_train_config_fields_that_a_trainer_can_apply() 
 
 
 def test_the_top_30_percent_is_kept_as_it_is() -> None:
-    pbt = controller(mutation_rate=1.0)
+    pbt = controller(pbt_mutation_rate=1.0)
     initial = pbt.settings(0)
     for policy in TOP:
         for decision in run(pbt, policy, RANKED, 20):
@@ -71,7 +70,7 @@ def set_learning_rates(pbt: PBTController, rates: dict[int, float]) -> None:
 
 
 def test_the_bottom_copies_a_random_top_policy_when_it_trails_by_more_than_10_percent() -> None:
-    pbt = controller(mutation_rate=0.0)
+    pbt = controller(pbt_mutation_rate=0.0)
     set_learning_rates(pbt, {7: 0.7, 8: 0.8, 9: 0.9})
     # top 10.0; policy 0 trails by 11% (replaced), policies 1 and 2 by 9% (kept, and mutated, at rate 0 not at all)
     objectives = [8.9, 9.1, 9.1, 9.5, 9.5, 9.5, 9.5, 10.0, 10.0, 10.0]
@@ -88,12 +87,12 @@ def test_the_bottom_copies_a_random_top_policy_when_it_trails_by_more_than_10_pe
 
 def test_the_absolute_gap_must_be_exceeded_too() -> None:
     objectives = [0.0] + [1.5] * 6 + [2.0] * 3  # policy 0 trails the top by 2.0: 100% relative
-    assert next(run(controller(replace_gap_absolute=1.9), 0, objectives, 1)).replaced
-    assert not next(run(controller(replace_gap_absolute=2.1), 0, objectives, 1)).replaced
+    assert next(run(controller(pbt_replace_reward_gap_absolute=1.9), 0, objectives, 1)).replaced
+    assert not next(run(controller(pbt_replace_reward_gap_absolute=2.1), 0, objectives, 1)).replaced
 
 
 def test_the_middle_only_mutates_its_hyperparameters_and_reward_shaping() -> None:
-    pbt = controller(mutation_rate=1.0)
+    pbt = controller(pbt_mutation_rate=1.0)
     for policy in MIDDLE:  # far behind the top, yet never replaced
         for decision in run(pbt, policy, RANKED, 5):
             assert not decision.replaced and decision.mutated
@@ -124,8 +123,8 @@ def test_each_value_mutates_with_probability_0_15_by_a_factor_in_1_1_to_1_5_eith
 
 
 def test_gamma_mutates_only_when_enabled_and_through_1_minus_gamma() -> None:
-    assert all(d.after.hyperparameters["gamma"] == 0.99 for d in run(controller(mutation_rate=1.0), 4, RANKED, 20))
-    pbt = controller(mutation_rate=1.0, mutate_gamma=True)
+    assert all(d.after.hyperparameters["gamma"] == 0.99 for d in run(controller(pbt_mutation_rate=1.0), 4, RANKED, 20))
+    pbt = controller(pbt_mutation_rate=1.0, pbt_optimize_gamma=True)
     for decision in run(pbt, 4, RANKED, 50):
         before, after = decision.before.hyperparameters["gamma"], decision.after.hyperparameters["gamma"]
         assert 0.0 <= after < 1.0
@@ -134,7 +133,7 @@ def test_gamma_mutates_only_when_enabled_and_through_1_minus_gamma() -> None:
 
 
 def test_a_policy_is_due_after_the_start_delay_then_once_a_period_of_its_own_steps() -> None:
-    pbt = controller(period_env_steps=1000, start_after_env_steps=2500)
+    pbt = controller(pbt_period_env_steps=1000, pbt_start_mutation=2500)
     assert not pbt.due(4, 2499) and pbt.update(4, 2499, RANKED) is None  # 2499 >= a period, but before the delay
     assert pbt.update(4, 2500, RANKED) is not None
     assert not pbt.due(4, 3499) and pbt.update(4, 3499, RANKED) is None
@@ -150,21 +149,21 @@ def decisions_of(pbt: PBTController, first_step: int) -> list[PBTDecision | None
 
 
 def test_the_seed_makes_the_decisions_reproducible() -> None:
-    assert decisions_of(controller(seed=7, mutation_rate=0.5), 2000) == decisions_of(
-        controller(seed=7, mutation_rate=0.5), 2000
+    assert decisions_of(controller(seed=7, pbt_mutation_rate=0.5), 2000) == decisions_of(
+        controller(seed=7, pbt_mutation_rate=0.5), 2000
     )
-    assert decisions_of(controller(seed=7, mutation_rate=0.5), 2000) != decisions_of(
-        controller(seed=8, mutation_rate=0.5), 2000
+    assert decisions_of(controller(seed=7, pbt_mutation_rate=0.5), 2000) != decisions_of(
+        controller(seed=8, pbt_mutation_rate=0.5), 2000
     )
 
 
 def test_a_restored_controller_makes_the_same_next_decisions() -> None:
-    original = controller(seed=3, mutation_rate=0.5)
+    original = controller(seed=3, pbt_mutation_rate=0.5)
     decisions_of(original, 2000)
     buffer = io.BytesIO()
     torch.save(original.state_dict(), buffer)  # a population checkpoint, loaded with weights_only=True
     buffer.seek(0)
-    restored = controller(seed=99, mutation_rate=0.5)
+    restored = controller(seed=99, pbt_mutation_rate=0.5)
     restored.load_state_dict(torch.load(buffer, weights_only=True))
     assert [restored.settings(p) for p in range(10)] == [original.settings(p) for p in range(10)]
     assert not restored.due(0, 11_999) and restored.due(0, 12_000)  # the last PBT steps came back too
@@ -174,9 +173,9 @@ def test_a_restored_controller_makes_the_same_next_decisions() -> None:
 
 
 def test_bad_configs_are_refused() -> None:
-    with pytest.raises(ValueError, match="replace_fraction"):
-        PBTConfig(replace_fraction=0.6)
-    with pytest.raises(ValueError, match="perturb_min <= perturb_max"):
-        PBTConfig(perturb_min=1.6)
-    with pytest.raises(ValueError, match="mutation_rate"):
-        PBTConfig(mutation_rate=1.5)
+    for keys, message in [({"pbt_replace_fraction": 0.6}, "pbt_replace_fraction"),
+                          ({"pbt_perturb_min": 1.6}, "pbt_perturb_min <= pbt_perturb_max"),
+                          ({"pbt_mutation_rate": 1.5}, "pbt_mutation_rate"),
+                          ({"pbt_period_env_steps": 0}, "pbt_period_env_steps")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            TrainConfig.from_overrides(**keys)

@@ -16,7 +16,6 @@ from vecfast.selfplay.bots import Bot, one_ply_connect_four, random_bot
 from vecfast.selfplay.elo import Elo, PairRecord, expected_score
 from vecfast.selfplay.pbt import (
     HYPERPARAMETERS,
-    PBTConfig,
     PBTController,
     PBTDecision,
     PolicySettings,
@@ -32,7 +31,6 @@ __all__ = [
     "Elo",
     "EpisodeId",
     "Opponent",
-    "PBTConfig",
     "PBTController",
     "PBTDecision",
     "PairRecord",

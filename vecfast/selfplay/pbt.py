@@ -2,13 +2,15 @@
 
 Why: a population trained side by side tunes its hyperparameters and reward shaping as it learns, instead of a
 sweep of separate runs: the weakest policies take the weights of the strongest, and the others explore nearby
-settings. A policy is due for a PBT step once it has ``start_after_env_steps`` env steps of its own, then every
-``period_env_steps`` more. The population is ranked by each policy's mean ``true_objective``: the top
-``ceil(replace_fraction * N)`` are left as they are; each of the bottom as many copies the weights and settings of
-a random top policy if it trails it by more than ``replace_gap`` (relative) and ``replace_gap_absolute``; every
-policy not on top then mutates: each hyperparameter and reward shaping coefficient, with probability
-``mutation_rate``, is multiplied or divided (even odds) by a factor drawn from U(``perturb_min``, ``perturb_max``).
-The discount mutates only with ``mutate_gamma``, through ``1 - gamma`` so it stays below 1.
+settings. A policy is due for a PBT step once it has ``pbt_start_mutation`` env steps of its own, then every
+``pbt_period_env_steps`` more. The population is ranked by each policy's mean ``true_objective``: the top
+``ceil(pbt_replace_fraction * N)`` are left as they are; each of the bottom as many copies the weights and settings of
+a random top policy if it trails it by more than ``pbt_replace_reward_gap`` (relative) and
+``pbt_replace_reward_gap_absolute``; every policy not on top then mutates: each hyperparameter and reward shaping
+coefficient, with probability ``pbt_mutation_rate``, is multiplied or divided (even odds) by a factor drawn from
+U(``pbt_perturb_min``, ``pbt_perturb_max``). The discount mutates only with ``pbt_optimize_gamma``, through
+``1 - gamma`` so it stays below 1. The knobs are the population concern's ``pbt_*`` keys
+(:class:`~vecfast.trainers.config.PopulationConfig`, Sample Factory's names), which also checks them.
 
 The controller only decides: the trainer applies each :class:`PBTDecision` (copies ``source``'s weights and
 optimiser state, sets the hyperparameters, which are :class:`~vecfast.trainers.config.TrainConfig` field names,
@@ -24,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.config import PopulationConfig, TrainConfig
 
-# The TrainConfig fields PBT tunes; "gamma" only with PBTConfig.mutate_gamma.
+# The TrainConfig fields PBT tunes; "gamma" only with pbt_optimize_gamma.
 HYPERPARAMETERS = (
     "learning_rate",
     "exploration_loss_coeff",
@@ -41,49 +43,6 @@ _EPS = 1e-6  # keeps the relative gap finite when the top objective is 0
 def hyperparameters_of(cfg: TrainConfig) -> dict[str, float]:
     """``cfg``'s values of the hyperparameters PBT tunes: a population's starting point."""
     return {key: float(getattr(cfg, key)) for key in HYPERPARAMETERS}
-
-
-@dataclass(frozen=True)
-class PBTConfig:
-    """The knobs of :class:`PBTController`, with Sample Factory's defaults (its ``pbt_*`` options), which are
-    :class:`TrainConfig`'s (one source)."""
-
-    period_env_steps: int = TrainConfig.pbt_period_env_steps
-    start_after_env_steps: int = TrainConfig.pbt_start_mutation
-    replace_fraction: float = TrainConfig.pbt_replace_fraction
-    replace_gap: float = TrainConfig.pbt_replace_reward_gap
-    replace_gap_absolute: float = TrainConfig.pbt_replace_reward_gap_absolute
-    mutation_rate: float = TrainConfig.pbt_mutation_rate
-    perturb_min: float = TrainConfig.pbt_perturb_min
-    perturb_max: float = TrainConfig.pbt_perturb_max
-    mutate_gamma: bool = TrainConfig.pbt_optimize_gamma
-
-    @classmethod
-    def of(cls, cfg: TrainConfig) -> PBTConfig:
-        """The knobs a training config sets (its ``pbt_*`` keys, Sample Factory's names)."""
-        return cls(
-            period_env_steps=cfg.pbt_period_env_steps,
-            start_after_env_steps=cfg.pbt_start_mutation,
-            replace_fraction=cfg.pbt_replace_fraction,
-            replace_gap=cfg.pbt_replace_reward_gap,
-            replace_gap_absolute=cfg.pbt_replace_reward_gap_absolute,
-            mutation_rate=cfg.pbt_mutation_rate,
-            perturb_min=cfg.pbt_perturb_min,
-            perturb_max=cfg.pbt_perturb_max,
-            mutate_gamma=cfg.pbt_optimize_gamma,
-        )
-
-    def __post_init__(self) -> None:
-        if self.period_env_steps < 1 or self.start_after_env_steps < 0:
-            raise ValueError("period_env_steps must be >= 1 and start_after_env_steps >= 0")
-        if not 0.0 < self.replace_fraction <= 0.5:
-            raise ValueError(f"replace_fraction must be in (0, 0.5], got {self.replace_fraction}")
-        if self.replace_gap < 0 or self.replace_gap_absolute < 0:
-            raise ValueError("replace_gap and replace_gap_absolute must be >= 0")
-        if not 0.0 <= self.mutation_rate <= 1.0:
-            raise ValueError(f"mutation_rate must be in [0, 1], got {self.mutation_rate}")
-        if not 1.0 <= self.perturb_min <= self.perturb_max:
-            raise ValueError(f"need 1 <= perturb_min <= perturb_max, got {self.perturb_min}, {self.perturb_max}")
 
 
 @dataclass(frozen=True)
@@ -122,7 +81,7 @@ class PBTController:
         num_policies: int,
         hyperparameters: Mapping[str, float],
         reward_shaping: Mapping[str, float] | None = None,
-        config: PBTConfig | None = None,
+        config: PopulationConfig | None = None,
         seed: int | None = None,
     ) -> None:
         if num_policies < 1:
@@ -131,7 +90,7 @@ class PBTController:
         if unknown:
             raise ValueError(f"PBT does not tune {unknown}; it tunes {list(HYPERPARAMETERS)}")
         self.num_policies = num_policies
-        self.config = config or PBTConfig()
+        self.config = config or PopulationConfig()
         self.rng = np.random.default_rng(seed)
         self._settings = [
             PolicySettings(dict(hyperparameters), dict(reward_shaping or {})) for _ in range(num_policies)
@@ -144,7 +103,7 @@ class PBTController:
     def due(self, policy: int, env_steps: int) -> bool:
         """Whether ``policy``, with ``env_steps`` env steps of its own, is up for a PBT step."""
         cfg = self.config
-        return env_steps >= cfg.start_after_env_steps and env_steps - self._last_step[policy] >= cfg.period_env_steps
+        return env_steps >= cfg.pbt_start_mutation and env_steps - self._last_step[policy] >= cfg.pbt_period_env_steps
 
     def update(self, policy: int, env_steps: int, objectives: Sequence[float]) -> PBTDecision | None:
         """``policy``'s PBT step if it is :meth:`due` (else None), ranking by ``objectives``: each policy's mean
@@ -155,7 +114,7 @@ class PBTController:
             return None
         self._last_step[policy] = env_steps
         ranked = sorted(range(self.num_policies), key=lambda p: objectives[p], reverse=True)
-        count = math.ceil(self.config.replace_fraction * self.num_policies)
+        count = math.ceil(self.config.pbt_replace_fraction * self.num_policies)
         before = self._settings[policy]
         source = None
         if policy in ranked[:count]:
@@ -174,7 +133,7 @@ class PBTController:
     def _far_behind(self, objective: float, top: float) -> bool:
         gap = top - objective
         relative = abs(gap) / (abs(top) + _EPS)
-        return gap > self.config.replace_gap_absolute and relative > self.config.replace_gap
+        return gap > self.config.pbt_replace_reward_gap_absolute and relative > self.config.pbt_replace_reward_gap
 
     def _mutated(self, settings: PolicySettings) -> PolicySettings:
         hyperparameters = {key: self._mutated_value(key, value) for key, value in settings.hyperparameters.items()}
@@ -184,17 +143,18 @@ class PBTController:
     def _mutated_value(self, key: str, value: float) -> float:
         if key != "gamma":
             return value * self._factor()
-        if not self.config.mutate_gamma:
+        if not self.config.pbt_optimize_gamma:
             return value
         factor = self._factor()
         return value if factor == 1.0 else 1.0 - min((1.0 - value) * factor, 1.0)  # gamma stays in [0, 1)
 
     def _factor(self) -> float:
-        """1 (with probability ``1 - mutation_rate``), else U(perturb_min, perturb_max) or its inverse."""
+        """1 (with probability ``1 - pbt_mutation_rate``), else U(pbt_perturb_min, pbt_perturb_max) or its
+        inverse."""
         cfg = self.config
-        if self.rng.random() >= cfg.mutation_rate:
+        if self.rng.random() >= cfg.pbt_mutation_rate:
             return 1.0
-        factor = self.rng.uniform(cfg.perturb_min, cfg.perturb_max)
+        factor = self.rng.uniform(cfg.pbt_perturb_min, cfg.pbt_perturb_max)
         return factor if self.rng.random() < 0.5 else 1.0 / factor
 
     def state_dict(self) -> dict[str, Any]:

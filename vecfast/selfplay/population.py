@@ -24,7 +24,7 @@ from gymnasium.vector import VectorEnv
 
 from vecfast.multiagent.slots import slot_layout_of
 from vecfast.selfplay.elo import Elo
-from vecfast.selfplay.pbt import PBTConfig, PBTController, PBTDecision, hyperparameters_of
+from vecfast.selfplay.pbt import PBTController, PBTDecision, hyperparameters_of
 from vecfast.trainers.algorithm.learners import Learners
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.sampling.episodes import EndedEpisode
@@ -114,9 +114,7 @@ class Population:
         shaping = dict(unwrapped.get_attr("reward_shaping")[0]) if self.shaping_env is not None else {}
         self.slot_shaping = [shaping] * env.num_envs  # the coefficients each slot's rewards use
         self.pbt = (
-            PBTController(n, hyperparameters_of(cfg), shaping, config=PBTConfig.of(cfg), seed=cfg.seed)
-            if cfg.with_pbt
-            else None
+            PBTController(n, hyperparameters_of(cfg), shaping, config=cfg, seed=cfg.seed) if cfg.with_pbt else None
         )
         self.pbt_decisions: list[PBTDecision] = []
         self.lock = threading.Lock()

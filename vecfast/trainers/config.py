@@ -271,10 +271,19 @@ class PopulationConfig:
             )
         if self.with_pbt and self.num_policies < 2:
             raise ValueError("with_pbt needs a population: num_policies >= 2")
-        if self.with_pbt:
-            from vecfast.selfplay.pbt import PBTConfig  # (which reads this module)
-
-            PBTConfig.of(self)  # checks its knobs
+        _check_count("pbt_period_env_steps", self.pbt_period_env_steps, "")
+        if not isinstance(self.pbt_start_mutation, int) or self.pbt_start_mutation < 0:
+            raise ValueError(f"pbt_start_mutation must be an int >= 0, got {self.pbt_start_mutation!r}")
+        if not 0.0 < self.pbt_replace_fraction <= 0.5:
+            raise ValueError(f"pbt_replace_fraction must be in (0, 0.5], got {self.pbt_replace_fraction}")
+        if self.pbt_replace_reward_gap < 0 or self.pbt_replace_reward_gap_absolute < 0:
+            raise ValueError("pbt_replace_reward_gap and pbt_replace_reward_gap_absolute must be >= 0")
+        if not 0.0 <= self.pbt_mutation_rate <= 1.0:
+            raise ValueError(f"pbt_mutation_rate must be in [0, 1], got {self.pbt_mutation_rate}")
+        if not 1.0 <= self.pbt_perturb_min <= self.pbt_perturb_max:
+            raise ValueError(
+                f"need 1 <= pbt_perturb_min <= pbt_perturb_max, got {self.pbt_perturb_min}, {self.pbt_perturb_max}"
+            )
 
 
 @dataclass
