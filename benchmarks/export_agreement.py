@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import append_row, host  # noqa: E402
 
-from vecfast.trainers.tools.evaluation import run_env  # noqa: E402
+from vecfast.trainers.run.evaluation import run_env  # noqa: E402
 from vecfast.trainers.tools.export import agreement, export_run  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "export_agreement.csv"

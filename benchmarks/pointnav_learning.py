@@ -32,8 +32,8 @@ from typing import Any
 from common import append_row, parse_overrides, rows_of
 
 from vecfast.trainers import ActorCritic, TrainConfig, evaluate, train
+from vecfast.trainers.run.policies import load_policy
 from vecfast.trainers.run.run_dir import last_checkpoints, load_checkpoint, space_from_data
-from vecfast.trainers.run.training import load_policy
 from vecfast.trainers.tools.plot import training_seconds
 
 ENV_ID = "vecfast/PointNav-v0"

@@ -16,7 +16,7 @@ from pettingzoo.classic import connect_four_v3
 from vecfast.cli import main
 from vecfast.trainers import load_policy, train
 from vecfast.trainers.algorithm.models import obs_to_tensors
-from vecfast.trainers.tools.evaluation import run_env
+from vecfast.trainers.run.evaluation import run_env
 from vecfast.trainers.tools.export import agreement, export_run, load_exported
 
 TINY = {"num_workers": 2, "num_envs_per_worker": 2, "rollout": 16, "batch_size": 64, "seed": 0}

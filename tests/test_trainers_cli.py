@@ -18,7 +18,7 @@ from PIL import Image
 from vecfast.cli import build_parser, main
 from vecfast.trainers import config as config_module
 from vecfast.trainers.config import TrainConfig, field_docs
-from vecfast.trainers.tools.evaluation import evaluate
+from vecfast.trainers.run.evaluation import evaluate
 
 
 def run_cli(argv: list[str]) -> int:

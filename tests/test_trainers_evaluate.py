@@ -323,7 +323,7 @@ def test_evaluate_builds_the_env_a_run_trained_on_whichever_scheme_chose_it(tmp_
     """PointNav has a batched simulator (sync PPO's) and single envs (APPO's, which needs send/recv): the run
     records which it trained on and evaluate builds that one, as an id whose two differ (ale-py's preprocessed
     AtariVectorEnv against raw frames) needs."""
-    from vecfast.trainers.tools.evaluation import run_env
+    from vecfast.trainers.run.evaluation import run_env
     from vecfast.vector import AsyncSharedMemVectorEnv
 
     make_scenes(1, seed=0, out_dir=tmp_path / "scenes")

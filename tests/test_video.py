@@ -9,7 +9,7 @@ import pytest
 from helpers import decoded
 from PIL import Image
 
-from vecfast.trainers.tools.video import VideoWriter
+from vecfast.trainers.run.video import VideoWriter
 
 
 def frames_of(count: int, height: int, width: int) -> list[np.ndarray]:

@@ -20,8 +20,8 @@ from pettingzoo import AECEnv
 from vecfast.selfplay.bots import Bot, random_bot
 from vecfast.trainers.algorithm.models import ACTION_MASK_KEY, ActorCritic, ActState
 from vecfast.trainers.config import TrainConfig
+from vecfast.trainers.run.policies import load_policy
 from vecfast.trainers.run.run_dir import load_checkpoint
-from vecfast.trainers.run.training import load_policy
 
 Player = ActorCritic | Bot
 OpponentArg = str | os.PathLike | ActorCritic | Bot  # "random", "initial", a run directory or checkpoint, a player

@@ -15,14 +15,15 @@ if TYPE_CHECKING:
     from vecfast.trainers.algorithm.models import ActorCritic, ActState
     from vecfast.trainers.protocols import Algorithm, Trainer
     from vecfast.trainers.registry import register_algorithm, register_scheme, registered_algos, registered_schemes
+    from vecfast.trainers.run.evaluation import EvalResult, evaluate
     from vecfast.trainers.run.metrics import EpisodeStats, IterationMetrics, PolicyLag
-    from vecfast.trainers.run.training import TrainResult, load_policy, train
-    from vecfast.trainers.tools.evaluation import EvalResult, evaluate
+    from vecfast.trainers.run.policies import TrainResult, load_policy
+    from vecfast.trainers.run.training import train
     from vecfast.trainers.tools.export import export_policy, export_run
 
 _LAZY = {  # name -> the module that defines it
-    "EvalResult": "vecfast.trainers.tools.evaluation",
-    "evaluate": "vecfast.trainers.tools.evaluation",
+    "EvalResult": "vecfast.trainers.run.evaluation",
+    "evaluate": "vecfast.trainers.run.evaluation",
     "ActorCritic": "vecfast.trainers.algorithm.models",
     "ActState": "vecfast.trainers.algorithm.models",
     "EpisodeStats": "vecfast.trainers.run.metrics",
@@ -34,8 +35,8 @@ _LAZY = {  # name -> the module that defines it
     "register_scheme": "vecfast.trainers.registry",
     "registered_algos": "vecfast.trainers.registry",
     "registered_schemes": "vecfast.trainers.registry",
-    "TrainResult": "vecfast.trainers.run.training",
-    "load_policy": "vecfast.trainers.run.training",
+    "TrainResult": "vecfast.trainers.run.policies",
+    "load_policy": "vecfast.trainers.run.policies",
     "train": "vecfast.trainers.run.training",
     "export_policy": "vecfast.trainers.tools.export",
     "export_run": "vecfast.trainers.tools.export",

@@ -18,7 +18,7 @@ from gymnasium.vector import VectorEnv
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.run.env_source import EnvSource
-from vecfast.trainers.tools.evaluation import DEFAULT_MAX_ENVS, RunEnv, evaluate
+from vecfast.trainers.run.evaluation import DEFAULT_MAX_ENVS, RunEnv, evaluate
 
 PREFIX = "eval/"
 

@@ -18,10 +18,10 @@ import numpy as np
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.run.env_source import EnvSource
+from vecfast.trainers.run.evaluation import RunEnv, evaluate
 from vecfast.trainers.run.periodic_evaluation import EnvStepSchedule
 from vecfast.trainers.run.run_dir import RunDir
-from vecfast.trainers.tools.evaluation import RunEnv, evaluate
-from vecfast.trainers.tools.video import VideoWriter, gif_bytes
+from vecfast.trainers.run.video import VideoWriter, gif_bytes
 
 GIF_FRAMES = 200
 

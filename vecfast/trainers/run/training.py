@@ -19,7 +19,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,6 @@ from gymnasium.vector import VectorEnv
 
 from vecfast import chatter
 from vecfast.selfplay import plan_for
-from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import Trainer
 from vecfast.trainers.registry import Recipe, resolve
@@ -45,13 +43,12 @@ from vecfast.trainers.run.launch import (
 )
 from vecfast.trainers.run.metric_sinks import WeightsAndBiases
 from vecfast.trainers.run.metrics import IterationMetrics
+from vecfast.trainers.run.policies import TrainResult
 from vecfast.trainers.run.progress import ProgressPrinter, selfplay_metrics
 from vecfast.trainers.run.run_dir import (
     RunDir,
     default_run_dir,
-    load_checkpoint,
     plain_data,
-    space_from_data,
     space_to_data,
 )
 from vecfast.trainers.run.run_spec import RunSpec, resolve_run, train_arguments
@@ -64,15 +61,6 @@ from vecfast.vector.process_cleanup import watch_owner
 if TYPE_CHECKING:
     from vecfast.trainers.run.periodic_evaluation import PeriodicEvaluation
     from vecfast.trainers.run.periodic_video import PeriodicVideo
-
-
-@dataclass
-class TrainResult:
-    """What a run produced: its directory, the trained policy (``policy.act(obs)``) and summary stats."""
-
-    run_dir: Path
-    policy: ActorCritic
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def _version() -> str:
@@ -575,26 +563,4 @@ def _save_after(error: Exception, final_checkpoint: Callable[[], Path | None], p
         progress.note(f"stopped by {type(error).__name__}: {error}; saved {saved}")
 
 
-def load_policy(run_dir: str | os.PathLike, which: str = "last", policy: int = 0) -> ActorCritic:
-    """The policy of a run directory, on CPU: its newest checkpoint, or with ``which="best"`` the one
-    with the best mean return (the newest if it has none yet); or of one checkpoint file. ``policy``: which
-    of a population's policies (``num_policies``).
-
-    The newest by default: ``best.pt`` is only as good as the returns measured when it was
-    written, a run shorter than ``save_best_every_sec`` has only its first one.
-    """
-    try:
-        state = load_checkpoint(run_dir, which)
-    except FileNotFoundError:
-        if which != "best":
-            raise
-        state = load_checkpoint(run_dir, "last")
-    cfg = TrainConfig.from_overrides(**state["config"])
-    if not 0 <= policy < cfg.num_policies:
-        raise ValueError(f"policy={policy}: the run has policies 0 to {cfg.num_policies - 1}")
-    model = ActorCritic(space_from_data(state["observation_space"]), space_from_data(state["action_space"]), cfg)
-    model.load_state_dict(state["model"] if policy == 0 else state["population"]["others"][policy - 1]["model"])
-    return model.eval()
-
-
-__all__ = ["TrainResult", "load_policy", "train"]
+__all__ = ["train"]

@@ -579,7 +579,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     env_id = args.env or _run_env_id(args.run_dir, run)
     _check_env(env_id)
     env_kwargs = dict(args.env_kwarg) | ({} if args.split is None else {"split": args.split})
-    from vecfast.trainers.tools.evaluation import evaluate
+    from vecfast.trainers.run.evaluation import evaluate
 
     deterministic = not args.stochastic
     result = evaluate(
@@ -628,7 +628,7 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {out} ({args.format}) from {args.run_dir}'s {args.checkpoint} checkpoint")
     if args.check:
         from vecfast.trainers.run.env_source import is_env_id
-        from vecfast.trainers.tools.evaluation import run_env
+        from vecfast.trainers.run.evaluation import run_env
 
         if not is_env_id(_run_env_id(args.run_dir, run)):
             raise CommandError("--check steps a single-agent run's env; this run plays games")

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import vecfast.envs  # noqa: F401  (registers vecfast's ids)
-from vecfast.trainers.tools.evaluation import EvalResult, evaluate, run_env
-from vecfast.trainers.tools.video import VideoWriter
+from vecfast.trainers.run.evaluation import EvalResult, evaluate, run_env
+from vecfast.trainers.run.video import VideoWriter
 
 
 def enjoy(
@@ -22,8 +22,8 @@ def enjoy(
     num_envs: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> EvalResult:
-    """:func:`~vecfast.trainers.tools.evaluation.evaluate` the run's policy for ``episodes`` episodes; ``video``
-    (an H.264 .mp4, streamed to disk, or a .gif: :class:`~vecfast.trainers.tools.video.VideoWriter`) gets their
+    """:func:`~vecfast.trainers.run.evaluation.evaluate` the run's policy for ``episodes`` episodes; ``video``
+    (an H.264 .mp4, streamed to disk, or a .gif: :class:`~vecfast.trainers.run.video.VideoWriter`) gets their
     frames, one episode after another.
 
     ``which``: the run's newest checkpoint (``"last"``) or its best (``"best"``), as :func:`load_policy`.

@@ -29,7 +29,7 @@ from torch import nn
 from vecfast.extras import require
 from vecfast.trainers.algorithm.models import ActorCritic, ActState, ConvEncoder, as_obs_dict, obs_to_tensors
 from vecfast.trainers.run.launch import private_inductor_cache
-from vecfast.trainers.run.training import load_policy
+from vecfast.trainers.run.policies import load_policy
 from vecfast.trainers.sampling.episodes import EpisodeBoundaries
 
 FORMATS = ("onnx", "torchscript")

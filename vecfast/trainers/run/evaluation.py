@@ -27,7 +27,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
 from vecfast.trainers.run.env_source import EnvSource, source_of_run
-from vecfast.trainers.run.training import TrainResult, load_policy
+from vecfast.trainers.run.policies import TrainResult, load_policy
 from vecfast.trainers.sampling.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
 from vecfast.vector import AsyncSharedMemVectorEnv
 
