@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from vecfast.cli import env_kwarg
+from vecfast.command_line import env_kwarg
 from vecfast.trainers.run.run_dir import last_checkpoints, load_checkpoint
 from vecfast.trainers.tools.plot import training_seconds
 

@@ -55,8 +55,8 @@ def central_bytes_per_frame(env_id: str, frameskip: int) -> float:
 def local_bytes_per_frame(run_dir: Path, samplers: int) -> float:
     """What local inference puts on the network per env frame, from the run's own records: every trajectory's
     tensors one way and, the other, the weights each sampler gets after every learner step."""
+    from vecfast.trainers.algorithm.trajectories import Trajectories
     from vecfast.trainers.run.policies import load_policy
-    from vecfast.trainers.sampling.storage import Trajectories
 
     rollout = json.loads((run_dir / "config.json").read_text())["config"]["rollout"]
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])

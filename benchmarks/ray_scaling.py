@@ -47,9 +47,9 @@ def learner_limit(step_ms: float, seconds: float, common: dict) -> float:
     import gymnasium as gym
 
     from vecfast.trainers.algorithm.learners import Learners
+    from vecfast.trainers.algorithm.trajectories import Trajectories
     from vecfast.trainers.registry import resolve
     from vecfast.trainers.run.defaults import ConfigLayers
-    from vecfast.trainers.sampling.storage import Trajectories
 
     recipe = resolve("appo", None)
     env = gym.make_vec(ENV, num_envs=1, vectorization_mode="sync", step_seconds=step_ms / 1000)

@@ -23,7 +23,7 @@ from torch import nn
 import vecfast
 from vecfast.trainers import ActorCritic, TrainConfig, register_algorithm
 from vecfast.trainers.algorithm.losses import gae, masked_mean
-from vecfast.trainers.sampling.storage import Trajectories
+from vecfast.trainers.algorithm.trajectories import Trajectories
 
 
 class A2C:

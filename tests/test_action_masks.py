@@ -10,8 +10,8 @@ from gymnasium import spaces
 
 from vecfast.trainers.algorithm.losses import ppo_loss
 from vecfast.trainers.algorithm.models import ActorCritic, obs_to_tensors
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.sampling.storage import Trajectories
 
 ACTION_SPACES = [spaces.Discrete(6), spaces.MultiDiscrete([3, 4])]
 

@@ -1,5 +1,5 @@
 """What ``pip install vecfast`` and each extra install, checked against ``pyproject.toml`` and by running the
-core with every optional module missing (README, "What each extra installs")."""
+core with every optional module missing (docs/getting-started.md, "What each extra installs")."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from vecfast.extras import EXTRA_OF
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS = PROJECT["optional-dependencies"]
-NOT_USER_EXTRAS = {"bench", "dev"}  # the peers benchmarks measure against; the test tools
+NOT_USER_EXTRAS = {"bench", "dev", "docs"}  # the peers benchmarks measure against; the test tools; the docs site
 
 
 def name_of(requirement: str) -> str:

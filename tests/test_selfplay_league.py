@@ -217,7 +217,7 @@ def test_a_resumed_league_draws_apart_in_every_rank(monkeypatch: pytest.MonkeyPa
     state = League(learner, pool, 2).state_dict()
 
     def draws(rank: int) -> list[str]:
-        monkeypatch.setattr("vecfast.trainers.run.collective.rank", lambda: rank)
+        monkeypatch.setattr("vecfast.trainers.base.collective.rank", lambda: rank)
         again = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.5, seed=0)
         league = League(learner, again, 2)
         league.load_state_dict(state)

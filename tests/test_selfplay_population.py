@@ -23,8 +23,8 @@ from vecfast.selfplay import EpisodeId, Population, RandomPolicyMapping, plan_fo
 from vecfast.trainers import load_policy
 from vecfast.trainers.algorithm.learners import Learners
 from vecfast.trainers.algorithm.ppo import PPO
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
 from vecfast.vector import AsyncSharedMemVectorEnv
 

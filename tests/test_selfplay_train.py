@@ -16,8 +16,8 @@ from vecfast.multiagent.from_pettingzoo import vector_env_from
 from vecfast.selfplay import plan_for
 from vecfast.selfplay.league import LEARNER, League
 from vecfast.trainers.algorithm.ppo import PPO
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.synchronous import SyncTrainer
 
 SMALL = {

@@ -15,9 +15,9 @@ from gymnasium import spaces
 
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.algorithm.ppo import PPO
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.sampling.sampler import Sampler, StepAsRecv
-from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.asynchronous import AsyncTrainer
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
 

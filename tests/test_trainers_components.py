@@ -14,8 +14,8 @@ from vecfast.trainers.algorithm.losses import gae, ppo_loss, vtrace
 from vecfast.trainers.algorithm.models import ActorCritic, ActState, obs_to_tensors
 from vecfast.trainers.algorithm.normalize import RunningMeanStd
 from vecfast.trainers.algorithm.ppo import PPO
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.sampling.storage import Trajectories
 
 DICT_OBS = spaces.Dict(
     {

@@ -24,12 +24,12 @@ from helpers import descendants, wait_gone
 
 import vecfast
 from vecfast.trainers.algorithm.ppo import PPO
+from vecfast.trainers.base import collective
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.run import collective
 from vecfast.trainers.run.launch import init_process_group, launch_local, leave_process_group, rank_from_environment
 from vecfast.trainers.run.run_dir import load_checkpoint
+from vecfast.trainers.run.tune import available_cores
 from vecfast.trainers.schemes.distributed import DistributedTrainer
-from vecfast.trainers.tools.tune import available_cores
 
 pytestmark = pytest.mark.slow  # ranks launched by torchrun and vecfast
 

@@ -12,7 +12,7 @@ from helpers import descendants
 
 from vecfast.cli import build_parser, main
 from vecfast.trainers import train
-from vecfast.trainers.tools.tune import MAX_ENVS_PER_WORKER, TuneChoice, available_cores, decide, tune
+from vecfast.trainers.run.tune import MAX_ENVS_PER_WORKER, TuneChoice, available_cores, decide, tune
 
 SMALL = {"rollout": 16, "batch_size": 64}
 

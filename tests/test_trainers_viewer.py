@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from vecfast.trainers.run.run_dir import last_checkpoints
-from vecfast.trainers.tools.viewer import Dashboard, render, sparkline
+from vecfast.trainers.run.viewer import Dashboard, render, sparkline
 
 
 def record(step: int, t: float, **extra: float) -> dict:
@@ -116,7 +116,7 @@ def test_view_follows_a_run_in_tmux_and_quits_on_q(tmp_path: Path) -> None:
     metrics.write_text(json.dumps(record(1000, 1.0)) + "\n" + json.dumps(record(2000, 2.0)) + "\n")
     marker = tmp_path / "exited"
     script = (
-        "from vecfast.trainers.tools.viewer import view; "
+        "from vecfast.trainers.run.viewer import view; "
         f"view({str(tmp_path)!r}, poll_seconds=0.1); open({str(marker)!r}, 'w').close()"
     )
     terminal = Terminal(tmp_path, [sys.executable, "-c", script], width=110)

@@ -22,9 +22,9 @@ from gymnasium.vector import VectorEnv
 
 from vecfast.cluster.env_sampler import EnvSampler
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.sampling.episodes import EndedEpisode
 from vecfast.trainers.sampling.sampler import POLL_SECONDS, SamplerTimings
-from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
 from vecfast.vector.restarts import Restart
 

@@ -27,9 +27,9 @@ import torch
 from vecfast.cluster.policy_sampler import PolicySampler, Shipment
 from vecfast.cluster.sampler_group import POLL_SECONDS, SamplersVectorEnv
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.sampling.episodes import EpisodeTracker
 from vecfast.trainers.sampling.sampler import SamplerTimings
-from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.vector.restarts import Restart
 
 

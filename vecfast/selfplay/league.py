@@ -29,8 +29,8 @@ from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.snapshot_pool import SnapshotPool
 from vecfast.trainers.algorithm.learners import Learners
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.base import collective
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.run import collective
 from vecfast.trainers.sampling.episodes import EndedEpisode
 
 LEARNER = 0  # the learner's index among the sampler's policies

@@ -13,10 +13,10 @@ from vecfast.trainers.config import TrainConfig
 
 if TYPE_CHECKING:
     from vecfast.trainers.algorithm.models import ActorCritic, ActState
+    from vecfast.trainers.base.metrics import EpisodeStats, IterationMetrics, PolicyLag
     from vecfast.trainers.protocols import Algorithm, Trainer
     from vecfast.trainers.registry import register_algorithm, register_scheme, registered_algos, registered_schemes
     from vecfast.trainers.run.evaluation import EvalResult, evaluate
-    from vecfast.trainers.run.metrics import EpisodeStats, IterationMetrics, PolicyLag
     from vecfast.trainers.run.policies import TrainResult, load_policy
     from vecfast.trainers.run.training import train
     from vecfast.trainers.tools.export import export_policy, export_run
@@ -26,9 +26,9 @@ _LAZY = {  # name -> the module that defines it
     "evaluate": "vecfast.trainers.run.evaluation",
     "ActorCritic": "vecfast.trainers.algorithm.models",
     "ActState": "vecfast.trainers.algorithm.models",
-    "EpisodeStats": "vecfast.trainers.run.metrics",
-    "IterationMetrics": "vecfast.trainers.run.metrics",
-    "PolicyLag": "vecfast.trainers.run.metrics",
+    "EpisodeStats": "vecfast.trainers.base.metrics",
+    "IterationMetrics": "vecfast.trainers.base.metrics",
+    "PolicyLag": "vecfast.trainers.base.metrics",
     "Algorithm": "vecfast.trainers.protocols",
     "Trainer": "vecfast.trainers.protocols",
     "register_algorithm": "vecfast.trainers.registry",

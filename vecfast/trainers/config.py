@@ -486,7 +486,7 @@ class TrainConfig(
     Factory's names where one exists. ``TrainConfig.from_overrides(**kw)`` validates names and values.
 
     Sampling: ``num_workers`` processes step ``num_envs_per_worker`` envs each (``vecfast.train``
-    also takes ``num_workers="auto"`` and replaces both with what :mod:`vecfast.trainers.tools.tune`
+    also takes ``num_workers="auto"`` and replaces both with what :mod:`vecfast.trainers.run.tune`
     chooses); a trajectory is ``rollout`` steps of one env. Learning, as in Sample Factory: a gradient step takes
     ``batch_size`` samples (``batch_size // rollout`` whole trajectories, so a recurrent core
     backpropagates through the rollout), independent of the number of envs; an iteration

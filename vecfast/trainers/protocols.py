@@ -3,25 +3,26 @@
 
 Any algorithm runs under any scheme (the composition of the PyTorch RL-experimentation paper):
 a scheme builds the model, hands it to the algorithm's factory, feeds it batches of
-:class:`~vecfast.trainers.sampling.storage.Trajectories` and reports
-:class:`~vecfast.trainers.run.metrics.IterationMetrics`.
+:class:`~vecfast.trainers.algorithm.trajectories.Trajectories` and reports
+:class:`~vecfast.trainers.base.metrics.IterationMetrics`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-import torch
-from gymnasium.vector import VectorEnv
+if TYPE_CHECKING:  # names for the annotations only: every layer imports the protocols, which import none
+    import numpy as np
+    import torch
+    from gymnasium.vector import VectorEnv
 
-from vecfast.trainers.algorithm.models import ActorCritic
-from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.run.metrics import IterationMetrics
-from vecfast.trainers.sampling.episodes import EpisodeTracker
-from vecfast.trainers.sampling.sampler import SamplerTimings
-from vecfast.trainers.sampling.storage import Trajectories
+    from vecfast.trainers.algorithm.models import ActorCritic
+    from vecfast.trainers.algorithm.trajectories import Trajectories
+    from vecfast.trainers.base.metrics import IterationMetrics
+    from vecfast.trainers.config import TrainConfig
+    from vecfast.trainers.sampling.episodes import EpisodeTracker
+    from vecfast.trainers.sampling.sampler import SamplerTimings
 
 
 class Algorithm(Protocol):
@@ -53,7 +54,7 @@ class Algorithm(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-AlgorithmFactory = Callable[[ActorCritic, TrainConfig], Algorithm]
+AlgorithmFactory = Callable[["ActorCritic", "TrainConfig"], "Algorithm"]
 
 
 class Trainer(Protocol):
@@ -112,4 +113,4 @@ class RemoteSampling(Protocol):
 
 
 # (env, algorithm factory, config, total_env_steps) -> Trainer
-SchemeFactory = Callable[[VectorEnv, AlgorithmFactory, TrainConfig, int], Trainer]
+SchemeFactory = Callable[["VectorEnv", AlgorithmFactory, "TrainConfig", int], "Trainer"]

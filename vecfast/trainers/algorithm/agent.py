@@ -8,9 +8,9 @@ from typing import Any
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.base.runtime import setup_torch
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.run.runtime import setup_torch
 
 
 def check_next_step_autoreset(env: VectorEnv) -> None:

@@ -21,9 +21,9 @@ from gymnasium.vector import VectorEnv
 
 from vecfast.trainers.algorithm.agent import Agent
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.sampling.storage import Trajectories
 
 
 class Learners:

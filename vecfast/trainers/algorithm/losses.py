@@ -1,6 +1,6 @@
 """Advantage estimators (GAE, V-trace) and the PPO loss, on ``[trajectory, step]`` tensors.
 
-Episode boundaries follow :mod:`vecfast.trainers.sampling.storage`: a step with ``done`` ends an
+Episode boundaries follow :mod:`vecfast.trainers.algorithm.trajectories`: a step with ``done`` ends an
 episode, bootstrapping from the next stored value unless it ``terminated``; a step that
 is not ``valid`` only reset the env and contributes nothing.
 """
@@ -13,9 +13,9 @@ import torch
 
 from vecfast.trainers.algorithm.distributions import ActionDistribution
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.algorithm.trajectories import Trajectories
+from vecfast.trainers.base import collective
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.run import collective
-from vecfast.trainers.sampling.storage import Trajectories
 
 
 def gae(traj: Trajectories, values: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from vecfast.trainers.algorithm.numerics import NonFiniteError
-from vecfast.trainers.run import collective
+from vecfast.trainers.base import collective
 
 
 class RunningMeanStd(nn.Module):

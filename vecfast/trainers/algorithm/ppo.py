@@ -20,9 +20,9 @@ from vecfast.trainers.algorithm.lr_schedule import learning_rate
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.algorithm.numerics import check_gradient, refusing_non_finite
 from vecfast.trainers.algorithm.optimizers import make_optimizer
+from vecfast.trainers.algorithm.trajectories import Trajectories
+from vecfast.trainers.base import collective
 from vecfast.trainers.config import TrainConfig
-from vecfast.trainers.run import collective
-from vecfast.trainers.sampling.storage import Trajectories
 
 
 class PPO:

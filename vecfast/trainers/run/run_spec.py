@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from vecfast.extras import require
+from vecfast.trainers.base import collective
+from vecfast.trainers.base.runtime import resolve_device
 from vecfast.trainers.config import AUTO, TrainConfig, check_keys
 from vecfast.trainers.registry import Recipe, resolve
-from vecfast.trainers.run import collective
 from vecfast.trainers.run.defaults import ConfigLayers
 from vecfast.trainers.run.env_source import EnvSource
 from vecfast.trainers.run.launch import RankInfo
 from vecfast.trainers.run.run_dir import check_run_dir, default_run_dir, env_kwargs_data, load_checkpoint
-from vecfast.trainers.run.runtime import resolve_device
-from vecfast.trainers.tools.tune import Tuning
+from vecfast.trainers.run.tune import Tuning
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ def _auto_tune(source: EnvSource, recipe: Recipe, layers: ConfigLayers) -> Tunin
     """``num_workers="auto"``: measure and choose before anything else starts; print why."""
     import sys
 
-    from vecfast.trainers.tools.tune import tune
+    from vecfast.trainers.run.tune import tune
 
     if source.id is None:
         raise ValueError(

@@ -29,10 +29,12 @@ from gymnasium.vector import VectorEnv
 
 from vecfast import chatter
 from vecfast.selfplay import plan_for
+from vecfast.trainers.base import collective
+from vecfast.trainers.base.metrics import IterationMetrics
+from vecfast.trainers.base.runtime import resolve_device
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import Trainer
 from vecfast.trainers.registry import Recipe, resolve
-from vecfast.trainers.run import collective
 from vecfast.trainers.run.env_source import EnvSource
 from vecfast.trainers.run.launch import (
     RankInfo,
@@ -42,7 +44,6 @@ from vecfast.trainers.run.launch import (
     rank_from_environment,
 )
 from vecfast.trainers.run.metric_sinks import WeightsAndBiases
-from vecfast.trainers.run.metrics import IterationMetrics
 from vecfast.trainers.run.policies import TrainResult
 from vecfast.trainers.run.progress import ProgressPrinter, selfplay_metrics
 from vecfast.trainers.run.run_dir import (
@@ -52,10 +53,9 @@ from vecfast.trainers.run.run_dir import (
     space_to_data,
 )
 from vecfast.trainers.run.run_spec import RunSpec, resolve_run, train_arguments
-from vecfast.trainers.run.runtime import resolve_device
 from vecfast.trainers.run.step_timeout import RunStepTimeout
-from vecfast.trainers.tools.tune import available_cores
-from vecfast.trainers.tools.viewer import LiveDashboard, dashboard_unavailable
+from vecfast.trainers.run.tune import available_cores
+from vecfast.trainers.run.viewer import LiveDashboard, dashboard_unavailable
 from vecfast.vector.process_cleanup import watch_owner
 
 if TYPE_CHECKING:
@@ -151,11 +151,11 @@ def train(
     ``with_pbt=True`` evolving them (:mod:`vecfast.selfplay.population`); ``policy_mapping`` is code, so pass it
     again to ``resume``.
     ``num_workers="auto"`` measures env step and inference time first and chooses
-    ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.tools.tune`); the choice
+    ``num_workers`` and ``num_envs_per_worker`` (:mod:`vecfast.trainers.run.tune`); the choice
     and its reasons go to ``config.json``. ``run_dir`` (default ``runs/<env>_<algo>_<time>_<random>``)
     receives the config, metrics (JSONL and TensorBoard event files) and checkpoints; it must
     be new or empty unless ``resume``, and is locked while the run lives.
-    ``live``: show the live dashboard (:mod:`vecfast.trainers.tools.viewer`) in the terminal.
+    ``live``: show the live dashboard (:mod:`vecfast.trainers.run.viewer`) in the terminal.
     ``resume``: continue the run in ``run_dir`` from its newest readable checkpoint: its
     config (plus ``overrides``), counters, weights, optimiser and normalisation statistics.
     Ctrl-C, SIGTERM or SIGUSR1 stops training after the current iteration: a final checkpoint

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from vecfast.trainers.run import collective
-from vecfast.trainers.run.metrics import EpisodeStats
+from vecfast.trainers.base import collective
+from vecfast.trainers.base.metrics import EpisodeStats
 from vecfast.vector.restarts import RESTARTED
 
 # info keys that are not the env's figures of an episode: RecordEpisodeStatistics' {"r", "l", "t"}

@@ -38,8 +38,8 @@ import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors
+from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.sampling.episodes import EndedEpisode, EpisodeBoundaries, EpisodeTracker
-from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.wrappers.base import has_async_api
 
 POLL_SECONDS = 0.1  # how often a blocked thread checks whether it must stop

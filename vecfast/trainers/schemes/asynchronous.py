@@ -22,12 +22,12 @@ import torch
 from gymnasium.vector import VectorEnv
 
 from vecfast.trainers.algorithm.learners import Learners, mean_terms
+from vecfast.trainers.algorithm.trajectories import Trajectories
+from vecfast.trainers.base.metrics import IterationMetrics, PolicyLag
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import AlgorithmFactory, BatchSource, RemoteSampling
-from vecfast.trainers.run.metrics import IterationMetrics, PolicyLag
 from vecfast.trainers.sampling.acting_plan import ActingPlan, PlanFactory, single_policy
 from vecfast.trainers.sampling.sampler import POLL_SECONDS, Sampler, SamplerTimings
-from vecfast.trainers.sampling.storage import Trajectories
 from vecfast.trainers.schemes.checkpoint import load_scheme_state, scheme_state
 from vecfast.trainers.schemes.policy_worker import PolicyWorker
 

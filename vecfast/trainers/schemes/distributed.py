@@ -3,7 +3,7 @@ torch.distributed run, decentralised (no parameter server).
 
 Each rank steps its own envs with its own copy of the policy and learns from its own rollout;
 ``DistributedDataParallel`` averages the gradients, so the copies stay identical (step counts,
-advantage and normaliser statistics are summed over the ranks too: :mod:`vecfast.trainers.run.collective`).
+advantage and normaliser statistics are summed over the ranks too: :mod:`vecfast.trainers.base.collective`).
 A synchronous step waits for the slowest rank, so stragglers are preempted: once ``sync_frac``
 of the ranks have finished their rollout, the others end theirs early, provided they have
 ``min_rollout_fraction`` of it, and learn from the shorter rollout as it is.
@@ -20,9 +20,9 @@ from gymnasium.vector import VectorEnv
 from torch.nn.parallel import DistributedDataParallel
 
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.base import collective
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.run import collective
 from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.schemes.synchronous import SyncTrainer
 

@@ -3,7 +3,7 @@
 One loop, as in CleanRL. The data is on-policy, so the algorithm learns from it with the values
 the policy predicted while acting. In a distributed run (:mod:`.distributed`) each rank runs this
 loop over its own envs: step counts, episode statistics and loss terms are summed or averaged over
-the ranks (:mod:`vecfast.trainers.run.collective`), and a :class:`RolloutEnd` may end a rollout early.
+the ranks (:mod:`vecfast.trainers.base.collective`), and a :class:`RolloutEnd` may end a rollout early.
 
 Who acts for which env is the acting plan's (:mod:`vecfast.trainers.sampling.acting_plan`): one policy, a league or a
 population. In matches whose agents act in turns (a board game) only the slots to move are stepped, so the slots
@@ -25,10 +25,10 @@ from gymnasium.vector import VectorEnv
 from vecfast.multiagent.slots import slot_layout_of
 from vecfast.trainers.algorithm.learners import Learners, mean_terms
 from vecfast.trainers.algorithm.models import ActorCritic
+from vecfast.trainers.base import collective
+from vecfast.trainers.base.metrics import IterationMetrics
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import AlgorithmFactory
-from vecfast.trainers.run import collective
-from vecfast.trainers.run.metrics import IterationMetrics
 from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
 from vecfast.trainers.sampling.sampler import Received, Sampler, StepAsRecv
 from vecfast.trainers.schemes.checkpoint import load_scheme_state, scheme_state

@@ -412,8 +412,8 @@ def _check_config(
 ) -> None:
     """Validate the config layers as train() will (the env family's defaults are valid with any), the split of
     ``num_envs`` and the device, before anything starts. ``saved``: a resumed run's config."""
+    from vecfast.trainers.base.runtime import resolve_device
     from vecfast.trainers.run.defaults import ConfigLayers
-    from vecfast.trainers.run.runtime import resolve_device
     from vecfast.trainers.schemes.synchronous import check_rollout_splits
 
     recipe = _recipe(algo, scheme)
@@ -549,7 +549,7 @@ def _check_env(env: str) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from vecfast.trainers.tools.tune import tune
+    from vecfast.trainers.run.tune import tune
 
     check_env_id(args.env_id)
     _check_config(args.algo, None, args.env_id, _config_overrides(args), None, {})
@@ -568,7 +568,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _view(args: argparse.Namespace) -> int:
     _read_run(args.run_dir, checkpoint=False)
-    from vecfast.trainers.tools.viewer import view
+    from vecfast.trainers.run.viewer import view
 
     view(args.run_dir, follow=not args.once)
     return 0

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from vecfast.extras import require
-from vecfast.trainers.tools.viewer import read_records
+from vecfast.trainers.run.viewer import read_records
 
 X_AXES = {"env_steps": "env steps", "env_frames": "env frames", "time": "training time"}
 DEFAULT_X = ("env_steps", "time")

@@ -28,10 +28,10 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors
+from vecfast.trainers.base.runtime import setup_torch
 from vecfast.trainers.config import AUTO, TUNED_KEYS
 from vecfast.trainers.registry import resolve
 from vecfast.trainers.run.defaults import ConfigLayers
-from vecfast.trainers.run.runtime import setup_torch
 
 MAX_WORKERS = 64
 MAX_ENVS_PER_WORKER = 64  # beyond this, memory (a simulator per env) costs more than waiting saves
