@@ -358,3 +358,31 @@ def test_the_config_options_are_grouped_by_concern_every_key_in_one_group(capsys
     positions = [text.index(f"config: {concern}:") for concern in CONFIG_GROUPS]
     assert positions == sorted(positions)
     assert text.index("--learning_rate") > text.index("config: PPO:") > text.index("--rollout")
+
+
+def test_the_command_line_and_the_functions_share_their_defaults() -> None:
+    """One place for the defaults of the entry points' own arguments (vecfast.trainers.entry_defaults): an option
+    left out means what the function's argument left out means."""
+    import inspect
+
+    from vecfast.trainers.run.evaluation import evaluate
+    from vecfast.trainers.run.training import train
+    from vecfast.trainers.run.tune import tune
+    from vecfast.trainers.tools.enjoy import enjoy
+    from vecfast.trainers.tools.export import export_run
+
+    def default(function, name):
+        return inspect.signature(function).parameters[name].default
+
+    parser = build_parser()
+    tuned = parser.parse_args(["tune", "CartPole-v1"])
+    assert (tuned.algo, tuned.seconds) == (default(tune, "algo"), default(tune, "seconds"))
+    evaluated = parser.parse_args(["evaluate", "RUN"])
+    assert (evaluated.seed, evaluated.checkpoint) == (default(evaluate, "seed"), default(evaluate, "which"))
+    enjoyed = parser.parse_args(["enjoy", "RUN"])
+    assert (enjoyed.episodes, enjoyed.seed, enjoyed.checkpoint) == (
+        default(enjoy, "episodes"), default(enjoy, "seed"), default(enjoy, "which")
+    )  # fmt: skip
+    exported = parser.parse_args(["export", "RUN"])
+    assert (exported.format, exported.checkpoint) == (default(export_run, "fmt"), default(export_run, "which"))
+    assert f"(default {default(train, 'algo')};" in parser._subparsers._group_actions[0].choices["train"].format_help()

@@ -25,6 +25,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from vecfast.trainers import entry_defaults
 from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
 from vecfast.trainers.run.env_source import EnvSource, source_of_run
 from vecfast.trainers.run.policies import TrainResult, load_policy
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from vecfast.selfplay.matches import OpponentArg
 
 DEFAULT_MAX_ENVS = 8  # envs evaluate builds at most, by default
-DEFAULT_EPISODES = 10
-DEFAULT_GAMES = 200  # against an opponent: a win rate of 0.5 from 200 games is +-0.07 (95%), from 10 games +-0.3
 # vector envs whose reset takes options["reset_mask"] in every autoreset mode (gymnasium >= 1.1's and vecfast's)
 _PARTIAL_RESET = (SyncVectorEnv, AsyncVectorEnv, AsyncSharedMemVectorEnv)
 
@@ -108,8 +107,8 @@ def evaluate(
     episodes: int | None = None,
     deterministic: bool = True,
     num_envs: int | None = None,
-    seed: int | None = 0,
-    which: str = "last",
+    seed: int | None = entry_defaults.EVALUATION_SEED,
+    which: str = entry_defaults.CHECKPOINT,
     max_steps: int | None = None,
     on_frame: Callable[[np.ndarray], None] | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -169,9 +168,9 @@ def evaluate(
         if any(value is not None for value in unsupported.values()):
             given = ", ".join(k for k, v in unsupported.items() if v is not None)
             raise ValueError(f"{given}: not for games against an opponent, which play whole games one at a time")
-        games = DEFAULT_GAMES if episodes is None else episodes
+        games = entry_defaults.EVALUATION_GAMES if episodes is None else episodes
         return _games(policy, run_dir, env, opponent or "random", games, deterministic, seed, env_kwargs)
-    episodes = DEFAULT_EPISODES if episodes is None else episodes
+    episodes = entry_defaults.EVALUATION_EPISODES if episodes is None else episodes
     if run_dir is not None and env is None and run is None:
         run_env(run_dir)  # raises why the run's env cannot be made again
     if run is not None and env in (None, run.source.id):  # the run's own env, the other arguments over its own

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vecfast.trainers import entry_defaults
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.run.run_dir import load_checkpoint, space_from_data
@@ -23,7 +24,7 @@ class TrainResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def load_policy(run_dir: str | os.PathLike, which: str = "last", policy: int = 0) -> ActorCritic:
+def load_policy(run_dir: str | os.PathLike, which: str = entry_defaults.CHECKPOINT, policy: int = 0) -> ActorCritic:
     """The policy of a run directory, on CPU: its newest checkpoint, or with ``which="best"`` the one
     with the best mean return (the newest if it has none yet); or of one checkpoint file. ``policy``: which
     of a population's policies (``num_policies``).

@@ -29,6 +29,7 @@ from gymnasium.vector import VectorEnv
 
 from vecfast import chatter
 from vecfast.selfplay import plan_for
+from vecfast.trainers import entry_defaults
 from vecfast.trainers.base import collective
 from vecfast.trainers.base.metrics import IterationMetrics
 from vecfast.trainers.base.runtime import resolve_device
@@ -114,8 +115,8 @@ class _StopRequest:
 
 def train(
     env: str | Callable[[], VectorEnv] | VectorEnv,
-    algo: str = "appo",
-    total_env_steps: int = 1_000_000,
+    algo: str = entry_defaults.ALGO,
+    total_env_steps: int = entry_defaults.TOTAL_ENV_STEPS,
     run_dir: str | os.PathLike | None = None,
     live: bool = False,
     resume: bool = False,

@@ -27,6 +27,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
+from vecfast.trainers import entry_defaults
 from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors
 from vecfast.trainers.base.runtime import setup_torch
 from vecfast.trainers.config import AUTO, TUNED_KEYS
@@ -156,8 +157,8 @@ class Tuning:
 
 def tune(
     env_id: str,
-    algo: str = "appo",
-    seconds: float = 1.0,
+    algo: str = entry_defaults.TUNE_ALGO,
+    seconds: float = entry_defaults.TUNE_SECONDS,
     cores: int | None = None,
     *,
     env_kwargs: Mapping[str, Any] | None = None,

@@ -23,11 +23,10 @@ from typing import Any
 
 from vecfast.command_line import CommandError, add_env_kwarg_option, check_env_id, env_kwarg
 from vecfast.extras import TRAIN_MODULES
+from vecfast.trainers import entry_defaults
 from vecfast.trainers.config import AUTO, CONFIG_GROUPS, TUNED_KEYS, TrainConfig, field_docs
 
 # Only the handlers import torch (through train, tune, enjoy, the registry): `--help` stays fast.
-DEFAULT_ALGO = "appo"
-DEFAULT_TOTAL_ENV_STEPS = 1_000_000
 _NAMES = {int: "an int", float: "a number", bool: "true or false", str: "a string"}
 _METAVARS = {int: "N", float: "X", bool: "true|false", str: "NAME"}
 
@@ -107,7 +106,7 @@ def help_defaults(argv: Sequence[str]) -> HelpDefaults | None:
         return None
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("env_id", nargs="?")
-    pre.add_argument("--algo", default=DEFAULT_ALGO)
+    pre.add_argument("--algo", default=entry_defaults.ALGO)
     pre.add_argument("--scheme")
     add_env_kwarg_option(pre, "")
     known, _ = pre.parse_known_args(argv[1:])
@@ -188,6 +187,13 @@ def _positive_int(value: str) -> int:
 def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) -> None:
     """Add ``train``, ``tune``, ``evaluate``, ``enjoy``, ``export`` and ``view`` to the ``vecfast`` command's
     subparsers; ``defaults``: the config defaults ``train --help`` shows (:func:`help_defaults`)."""
+    _add_train(subparsers, defaults)
+    for add in (_add_tune, _add_evaluate, _add_enjoy, _add_export, _add_view):
+        add(subparsers)
+
+
+def _add_train(subparsers: Any, defaults: HelpDefaults | None) -> None:
+    """``vecfast train``: every config key an option (:func:`_add_config_options`), with what train() takes besides."""
     train = subparsers.add_parser(
         "train",
         usage="%(prog)s [-h] [ENV_ID] [options]",
@@ -206,7 +212,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     train.add_argument(
         "--algo",
         help=f"registered algorithm (ppo), or a pair's name: appo (ppo, async), ddppo (ppo, distributed) "
-        f"(default {DEFAULT_ALGO}; --resume: the run's)",
+        f"(default {entry_defaults.ALGO}; --resume: the run's)",
     )
     train.add_argument(
         "--scheme",
@@ -226,7 +232,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
         type=int,
         dest="total",
         metavar="N",
-        help=f"env steps to train for in all (default {DEFAULT_TOTAL_ENV_STEPS:,}; --resume: the run's)",
+        help=f"env steps to train for in all (default {entry_defaults.TOTAL_ENV_STEPS:,}; --resume: the run's)",
     )
     train.add_argument(
         "--num-envs",
@@ -255,6 +261,9 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     _add_config_options(train, defaults=defaults)
     train.set_defaults(handler=_train, needs=TRAIN_MODULES)
 
+
+def _add_tune(subparsers: Any) -> None:
+    """``vecfast tune``: :func:`~vecfast.trainers.run.tune.tune` on the command line."""
     tuner = subparsers.add_parser(
         "tune",
         usage="%(prog)s [-h] ENV_ID [options]",
@@ -263,14 +272,24 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
         "sampling layout by Sample Factory's condition k/2 > ceil(t_inf / t_env); print the reasoning.",
     )
     tuner.add_argument("env_id", help="registered gymnasium id")
-    tuner.add_argument("--algo", default="appo", help="registered double-buffered algorithm (default appo)")
     tuner.add_argument(
-        "--seconds", type=float, default=1.0, help="timing of env steps; inference gets half (default 1)"
+        "--algo",
+        default=entry_defaults.TUNE_ALGO,
+        help=f"registered double-buffered algorithm (default {entry_defaults.TUNE_ALGO})",
+    )
+    tuner.add_argument(
+        "--seconds",
+        type=float,
+        default=entry_defaults.TUNE_SECONDS,
+        help=f"timing of env steps; inference gets half (default {entry_defaults.TUNE_SECONDS:g})",
     )
     add_env_kwarg_option(tuner, "as train takes them")
     _add_config_options(tuner, exclude=TUNED_KEYS)  # the model and device keys shape t_inf
     tuner.set_defaults(handler=_tune, needs=TRAIN_MODULES)
 
+
+def _add_evaluate(subparsers: Any) -> None:
+    """``vecfast evaluate``: :func:`~vecfast.trainers.run.evaluation.evaluate` on the command line."""
     evaluator = subparsers.add_parser(
         "evaluate",
         help="measure a trained policy: mean return and the env's metrics (success, SPL, ...) over N episodes",
@@ -282,7 +301,10 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     evaluator.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluator.add_argument("--env", metavar="ENV_ID", help="evaluate on this env id instead of the run's")
     evaluator.add_argument(
-        "--episodes", type=_positive_int, help="whole episodes (default 10; 200 games against an opponent)"
+        "--episodes",
+        type=_positive_int,
+        help=f"whole episodes (default {entry_defaults.EVALUATION_EPISODES}; "
+        f"{entry_defaults.EVALUATION_GAMES} games against an opponent)",
     )
     evaluator.add_argument(
         "--split", help="the env's split, e.g. val for PointNav's held-out scenes (the same as --env-kwarg split=...)"
@@ -292,7 +314,7 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     evaluator.add_argument(
         "--checkpoint",
         choices=["last", "best"],
-        default="last",
+        default=entry_defaults.CHECKPOINT,
         help="the newest checkpoint (default) or the one with the best mean return",
     )
     evaluator.add_argument(
@@ -304,31 +326,47 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     )
     evaluator.add_argument("--num-envs", type=_positive_int, metavar="N", help="envs (default: min(episodes, 8))")
     evaluator.add_argument("--max-steps", type=_positive_int, metavar="N", help="cut an episode there (default: none)")
-    evaluator.add_argument("--seed", type=int, default=0, help="env i resets with seed + i (default 0)")
+    evaluator.add_argument(
+        "--seed",
+        type=int,
+        default=entry_defaults.EVALUATION_SEED,
+        help=f"env i resets with seed + i (default {entry_defaults.EVALUATION_SEED})",
+    )
     add_env_kwarg_option(evaluator, "over the run's own")
     evaluator.set_defaults(handler=_evaluate, needs=TRAIN_MODULES)
 
+
+def _add_enjoy(subparsers: Any) -> None:
+    """``vecfast enjoy``: :func:`~vecfast.trainers.tools.enjoy.enjoy` on the command line."""
     enjoy = subparsers.add_parser(
         "enjoy",
         help="run a trained policy, print episode returns, write a video",
         description="Run the policy of RUN_DIR for some episodes on a fresh env; write an mp4 or gif.",
     )
     enjoy.add_argument("run_dir", type=Path)
-    enjoy.add_argument("--episodes", type=int, default=3)
+    enjoy.add_argument("--episodes", type=int, default=entry_defaults.ENJOY_EPISODES)
     enjoy.add_argument(
         "--checkpoint",
         choices=["last", "best"],
-        default="last",
+        default=entry_defaults.CHECKPOINT,
         help="the newest checkpoint (default) or the one with the best mean return",
     )
     enjoy.add_argument("--video", type=Path, help="output .mp4 or .gif (default RUN_DIR/enjoy.mp4)")
     enjoy.add_argument("--no-video", action="store_true", help="only print the returns")
     enjoy.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
-    enjoy.add_argument("--max-steps", type=int, default=None, help="per episode (default: 10000; games: whole)")
-    enjoy.add_argument("--seed", type=int, default=0)
+    enjoy.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help=f"per episode (default: {entry_defaults.ENJOY_MAX_STEPS}; games: whole)",
+    )
+    enjoy.add_argument("--seed", type=int, default=entry_defaults.ENJOY_SEED)
     add_env_kwarg_option(enjoy, "over the run's own")
     enjoy.set_defaults(handler=_enjoy, needs=TRAIN_MODULES)
 
+
+def _add_export(subparsers: Any) -> None:
+    """``vecfast export``: :func:`~vecfast.trainers.tools.export.export_run` on the command line."""
     exporter = subparsers.add_parser(
         "export",
         help="write a run's policy as ONNX or TorchScript",
@@ -337,10 +375,13 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
         "recurrent (zeros start an episode); outputs action and, if recurrent, state_out.",
     )
     exporter.add_argument("run_dir", type=Path)
-    exporter.add_argument("--format", choices=("onnx", "torchscript"), default="onnx")
+    exporter.add_argument("--format", choices=("onnx", "torchscript"), default=entry_defaults.EXPORT_FORMAT)
     exporter.add_argument("--out", type=Path, help="the file to write (default RUN_DIR/policy.onnx or policy.pt)")
     exporter.add_argument(
-        "--checkpoint", choices=("last", "best"), default="last", help="the newest checkpoint (default) or the best"
+        "--checkpoint",
+        choices=("last", "best"),
+        default=entry_defaults.CHECKPOINT,
+        help="the newest checkpoint (default) or the best",
     )
     exporter.add_argument("--policy", type=int, default=0, help="which of a population's policies (default 0)")
     exporter.add_argument(
@@ -352,6 +393,9 @@ def add_train_commands(subparsers: Any, defaults: HelpDefaults | None = None) ->
     )
     exporter.set_defaults(handler=_export, needs=TRAIN_MODULES)
 
+
+def _add_view(subparsers: Any) -> None:
+    """``vecfast view``: the live dashboard of a run directory."""
     view = subparsers.add_parser(
         "view",
         help="live dashboard of a running or finished run",
@@ -442,8 +486,8 @@ def _train(args: argparse.Namespace) -> int:
     else:
         if args.env_id is None:
             raise CommandError("the env id is missing (e.g. CartPole-v1); --resume RUN_DIR continues a run")
-        env_id, algo, scheme, run_dir = args.env_id, args.algo or DEFAULT_ALGO, args.scheme, args.run_dir
-        total = DEFAULT_TOTAL_ENV_STEPS if args.total is None else args.total
+        env_id, algo, scheme, run_dir = args.env_id, args.algo or entry_defaults.ALGO, args.scheme, args.run_dir
+        total = entry_defaults.TOTAL_ENV_STEPS if args.total is None else args.total
         _check_env(env_id)
         _check_config(algo, scheme, env_id, overrides, args.num_envs, {})
 
@@ -661,7 +705,11 @@ def _enjoy(args: argparse.Namespace) -> int:
         which=args.checkpoint,
         video=video,
         deterministic=not args.stochastic,
-        max_steps=args.max_steps if args.max_steps is not None else 10_000 if is_env_id(env) else None,  # games: whole
+        max_steps=args.max_steps
+        if args.max_steps is not None
+        else entry_defaults.ENJOY_MAX_STEPS
+        if is_env_id(env)
+        else None,  # games: whole
         seed=args.seed,
         env_kwargs=dict(args.env_kwarg),
     )

@@ -7,18 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import vecfast.envs  # noqa: F401  (registers vecfast's ids)
+from vecfast.trainers import entry_defaults
 from vecfast.trainers.run.evaluation import EvalResult, evaluate, run_env
 from vecfast.trainers.run.video import VideoWriter
 
 
 def enjoy(
     run_dir: str | os.PathLike,
-    episodes: int = 3,
-    which: str = "last",
+    episodes: int = entry_defaults.ENJOY_EPISODES,
+    which: str = entry_defaults.CHECKPOINT,
     video: str | os.PathLike | None = None,
     deterministic: bool = True,
-    max_steps: int | None = 10_000,
-    seed: int = 0,
+    max_steps: int | None = entry_defaults.ENJOY_MAX_STEPS,
+    seed: int = entry_defaults.ENJOY_SEED,
     num_envs: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> EvalResult:

@@ -27,6 +27,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from torch import nn
 
 from vecfast.extras import require
+from vecfast.trainers import entry_defaults
 from vecfast.trainers.algorithm.models import ActorCritic, ActState, ConvEncoder, as_obs_dict, obs_to_tensors
 from vecfast.trainers.run.launch import private_inductor_cache
 from vecfast.trainers.run.policies import load_policy
@@ -111,7 +112,11 @@ def _write(policy: DeterministicPolicy, inputs: tuple[torch.Tensor, ...], out: P
 
 
 def export_run(
-    run_dir: str | os.PathLike, out: str | os.PathLike, fmt: str = "onnx", which: str = "last", policy: int = 0
+    run_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    fmt: str = entry_defaults.EXPORT_FORMAT,
+    which: str = entry_defaults.CHECKPOINT,
+    policy: int = 0,
 ) -> ActorCritic:
     """Export the policy of a run directory (its checkpoint ``which``; ``policy``: a population's member) to
     ``out``; the policy exported."""
