@@ -462,7 +462,7 @@ def test_each_rank_makes_its_batched_env_on_its_own_share_of_the_data():
     shards, or a single process, gets nothing extra."""
     from vecfast.trainers.run.env_source import EnvSource
     from vecfast.trainers.run.launch import RankInfo
-    from vecfast.trainers.run.training import _rank_env_kwargs
+    from vecfast.trainers.run.runner import _rank_env_kwargs
 
     second = RankInfo(rank=1, world_size=2, local_rank=1)
     nav, cartpole = EnvSource.of("vecfast/PointNav-v0"), EnvSource.of("CartPole-v1")

@@ -61,6 +61,11 @@ class PeriodicEvaluation:
     def due(self, env_steps: int) -> bool:
         return self.schedule.due(env_steps)
 
+    def on_iteration(self, model: ActorCritic, metrics: dict[str, Any]) -> None:
+        """The training loop's hook (bound to the learner's model): when due, adds the results to ``metrics``."""
+        if self.due(metrics["env_steps"]):
+            metrics.update(self.evaluate(model, metrics["env_steps"]))
+
     def evaluate(self, model: ActorCritic, env_steps: int) -> dict[str, Any]:
         """Evaluate ``model``'s current weights now; the ``eval/`` records."""
         self.schedule.done(env_steps)

@@ -64,6 +64,11 @@ class PeriodicVideo:
     def due(self, env_steps: int) -> bool:
         return self.schedule.due(env_steps)
 
+    def on_iteration(self, model: ActorCritic, metrics: dict[str, Any]) -> None:
+        """The training loop's hook (bound to the learner's model): when due, adds the results to ``metrics``."""
+        if self.due(metrics["env_steps"]):
+            metrics.update(self.record(model, metrics["env_steps"]))
+
     def record(self, model: ActorCritic, env_steps: int) -> dict[str, Any]:
         """Record an episode of ``model``'s current weights now; the ``video/`` records."""
         self.schedule.done(env_steps)

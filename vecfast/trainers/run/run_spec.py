@@ -1,5 +1,5 @@
 """A run resolved once: ``vecfast.train``'s arguments as a :class:`RunSpec` that one process, or every rank of a
-distributed run, runs (:func:`vecfast.trainers.run.training.run`).
+distributed run, runs (:func:`vecfast.trainers.run.runner.run`).
 
 Resolving is where every choice about a run is made, the same way for a new run and a resumed one: the env's
 source (:mod:`~vecfast.trainers.run.env_source`), the algorithm and scheme, the config's layers

@@ -128,7 +128,7 @@ class MatchNetwork:
                 f"host, not only 127.0.0.1 ({self.why_exposed}): any host that can reach this one can join or "
                 "disrupt a match. Play only on a trusted network or have a firewall drop incoming UDP; "
                 "isolating the games needs Linux with user namespaces open to this user "
-                "(see vecfast's README, 'Multiplayer Doom and the network').",
+                "(see vecfast's docs, 'Multiplayer Doom').",
                 NetworkIsolationWarning,
                 stacklevel=4,
             )
