@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_row, host, steady_fps  # noqa: E402
 
 from vecfast.trainers import train  # noqa: E402
-from vecfast.trainers.run.defaults import ATARI_RECIPE  # noqa: E402
+from vecfast.trainers.run.defaults import ATARI_PRESET  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "atari_throughput.csv"
 COLUMNS = ["round", "backend", "num_envs", "seconds", "frames_per_second", "host"]
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=20.0)
     parser.add_argument("--csv", type=Path, default=CSV)
     args = parser.parse_args()
-    num_envs = ATARI_RECIPE["num_workers"] * ATARI_RECIPE["num_envs_per_worker"]
+    num_envs = ATARI_PRESET["num_workers"] * ATARI_PRESET["num_envs_per_worker"]
     for round_index in range(args.rounds):
         backends = {
             "ale-py AtariVectorEnv": "ALE/Pong-v5",
@@ -51,7 +51,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 run_dir = Path(tmp) / "run"
                 train(env, algo="appo", total_env_steps=10**10, run_dir=run_dir, train_for_seconds=args.seconds,
-                      print_every_sec=None, seed=round_index, **ATARI_RECIPE)  # fmt: skip
+                      print_every_sec=None, seed=round_index, **ATARI_PRESET)  # fmt: skip
                 row = {
                     "round": round_index, "backend": backend, "num_envs": num_envs, "seconds": args.seconds,
                     "frames_per_second": steady_fps(run_dir, args.warmup), "host": host(),

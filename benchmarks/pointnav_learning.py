@@ -4,7 +4,7 @@ and wall-clock minutes, with actions sampled and deterministic.
     python benchmarks/pointnav_learning.py --minutes 60 --num-processes 2 --checkpoint-every-min 5 --episodes 200
 
 Trains ``vecfast.train("vecfast/PointNav-v0", algo="ddppo", num_processes=N)`` with the env's recipe
-(``vecfast.trainers.run.defaults.POINTNAV_RECIPE``: SE-ResNet9 over raw 64x64 depth, Adam, square-root lr
+(``vecfast.trainers.run.defaults.POINTNAV_PRESET``: SE-ResNet9 over raw 64x64 depth, Adam, square-root lr
 scaling with warm-up and cosine decay, rollouts of 32 in 2 minibatches) for ``--minutes``, keeping a
 checkpoint every ``--checkpoint-every-min``. Then it evaluates the untrained policy and every
 checkpoint on the validation scenes (``split="val"``, never trained on) with

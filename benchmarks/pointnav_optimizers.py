@@ -5,7 +5,7 @@ where it stands after a fixed training time.
     python benchmarks/pointnav_optimizers.py --minutes 30 --only lamb adam --set normalize_advantage=False
 
 Each setting trains ``vecfast train vecfast/PointNav-v0 --algo ddppo --num-processes 1`` with the env's recipe
-(``vecfast.trainers.run.defaults.POINTNAV_RECIPE``) plus its own overrides, all at once (one process each, one
+(``vecfast.trainers.run.defaults.POINTNAV_PRESET``) plus its own overrides, all at once (one process each, one
 torch thread each: the machine's load is the same for all), for ``--minutes`` of training. Per setting:
 the env frames at which the mean episode length (last 100 episodes) first exceeds 10 steps (a random
 policy's episodes, which STOP with probability 1/4 per step, last ~4), and the success and SPL of sampled

@@ -15,7 +15,7 @@ import pytest
 from ale_py.vector_env import AtariVectorEnv
 
 from vecfast.trainers import train
-from vecfast.trainers.run.defaults import ATARI_RECIPE
+from vecfast.trainers.run.defaults import ATARI_PRESET
 from vecfast.vector.batched_send_recv import BatchedSendRecv
 
 STEPS = 30
@@ -68,7 +68,7 @@ def test_appo_on_pong_double_buffers_ales_vector_env_with_the_atari_recipe(tmp_p
         result = train("ALE/Pong-v5", algo="appo", total_env_steps=2048, run_dir=tmp_path / "run", seed=0)
     written = json.loads((tmp_path / "run" / "config.json").read_text())
     assert written["vectorization"] == "vector_entry_point" and written["num_envs"] == 8
-    recipe = {key: list(value) if isinstance(value, tuple) else value for key, value in ATARI_RECIPE.items()}
+    recipe = {key: list(value) if isinstance(value, tuple) else value for key, value in ATARI_PRESET.items()}
     assert {key: written["config"][key] for key in recipe} == recipe
     assert result.stats["env_frames"] == 4 * result.stats["env_steps"]
 

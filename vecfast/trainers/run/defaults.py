@@ -1,5 +1,5 @@
 """Config layers, lowest first: TrainConfig's defaults, the scheme's, the env family's, the algorithm's,
-the env's own recipe, the caller's.
+the env's own preset, the caller's.
 
 A scheme's defaults are generic (sync PPO's are CleanRL's, for pixels); a family's are tuned for its
 kind of observations under every scheme, so they sit above the scheme's: a vector-obs env trains with
@@ -8,7 +8,7 @@ the family's learning rate whichever scheme runs it. An algorithm's own settings
 TrainConfig's own defaults are Sample Factory's, for pixels (conv encoder + GRU); envs without
 image observations (classic control and the like) get a small MLP and their own learning settings, and
 board games (PettingZoo's classic planes) those learning settings with a conv encoder that keeps the board.
-An env may have a recipe of its own: PointNav trains with the Large Batch Simulation paper's.
+An env may have a preset of its own: PointNav trains with the Large Batch Simulation paper's settings.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ VECTOR_FAMILY_DEFAULTS: dict[str, Any] = {
 # gradient steps per env step that one rank takes, at the same learning rate. CartPole 500k, DD-PPO, 2 ranks
 # of 16 envs, seeds 0-9 at 1e-3: 8/10 end >= 475 (468, 405). With the rate scaled by sqrt(ranks) (x1.41 at 2)
 # seeds 3, 5 and 2 end at 500 (475 at 116k, 117k, 147k; before: never, 408k, 313k). The scaling is the
-# one the PointNav recipe takes from the Large Batch Simulation paper; one rank is unchanged.
+# one the PointNav preset takes from the Large Batch Simulation paper; one rank is unchanged.
 VECTOR_FAMILY_DISTRIBUTED_DEFAULTS: dict[str, Any] = {"lr_scaling": "sqrt"}
 
 
@@ -73,14 +73,14 @@ def family_defaults(observation_space: spaces.Space, distributed: bool = False) 
     return {**vector, **BOARD_FAMILY_DEFAULTS} if images else vector
 
 
-# The Large Batch Simulation recipe (Shacklett et al. 2021) for PointNav with DD-PPO: 64x64 depth
+# The Large Batch Simulation paper's settings (Shacklett et al. 2021) for PointNav with DD-PPO: 64x64 depth
 # through an SE-ResNet9 (Fixup, no normalisation), LAMB, the square-root learning-rate scaling
 # for large batches with a short warm-up and cosine decay; rollouts of 32 steps, 1 epoch of 2
 # minibatches; PPO's other settings as DD-PPO's (clip 0.2, entropy 0.01, gradient norm 0.5).
 # The paper's encoder is 64 channels wide, 20x convnet_simple's forward + backward on a CPU thread
 # (benchmarks/encoder_speed.py); 16 keeps its design at 1.8x, so that 2 CPU cores can train it:
 # on a GPU, encoder_base_channels=64 is the paper's.
-POINTNAV_RECIPE: dict[str, Any] = {
+POINTNAV_PRESET: dict[str, Any] = {
     "num_workers": 1,
     "num_envs_per_worker": 64,
     "rollout": 32,
@@ -116,7 +116,7 @@ POINTNAV_RECIPE: dict[str, Any] = {
 # 4x4/2, 64 3x3/1, a 512 ReLU layer), no recurrence, 8 envs of 128 steps in 4 minibatches, 4 epochs, 2.5e-4
 # annealed to 0, clip 0.1, entropy 0.01, gradient norm 0.5; pixels scaled to [0, 1] only and returns unscaled, as
 # there.
-ATARI_RECIPE: dict[str, Any] = {
+ATARI_PRESET: dict[str, Any] = {
     "num_workers": 2,
     "num_envs_per_worker": 4,
     "rollout": 128,
@@ -137,21 +137,21 @@ ATARI_RECIPE: dict[str, Any] = {
     "max_grad_norm": 0.5,
     "env_frameskip": 4,  # AtariVectorEnv's frame skip: fps counts frames, as Atari results do
 }
-ENV_RECIPES: dict[str, dict[str, Any]] = {"vecfast/PointNav-v0": POINTNAV_RECIPE}
-NAMESPACE_RECIPES: dict[str, dict[str, Any]] = {"ALE": ATARI_RECIPE}
+ENV_PRESETS: dict[str, dict[str, Any]] = {"vecfast/PointNav-v0": POINTNAV_PRESET}
+NAMESPACE_PRESETS: dict[str, dict[str, Any]] = {"ALE": ATARI_PRESET}
 
 
-def env_recipe(env_id: str | None) -> dict[str, Any]:
+def env_preset(env_id: str | None) -> dict[str, Any]:
     """The settings an env trains best with: its own, or its namespace's (``ALE/``); empty for most."""
     if env_id is None:
         return {}
-    return dict(ENV_RECIPES.get(env_id, NAMESPACE_RECIPES.get(env_namespace(env_id) or "", {})))
+    return dict(ENV_PRESETS.get(env_id, NAMESPACE_PRESETS.get(env_namespace(env_id) or "", {})))
 
 
 @dataclass(frozen=True)
 class ConfigLayers:
     """A run's config as its layers, lowest first: the scheme's defaults, the env family's, the algorithm's, the env's
-    recipe, a resumed run's saved config, the caller's keys. The one rule every command layers a config by.
+    preset, a resumed run's saved config, the caller's keys. The one rule every command layers a config by.
 
     Before its env is built a run knows no family: :meth:`config` without an observation space leaves that layer
     out, which holds none of the keys that build the env (workers, envs per worker, timeouts).
@@ -171,7 +171,7 @@ class ConfigLayers:
             **self.recipe.scheme_spec.defaults,
             **family,
             **self.recipe.algorithm.defaults,
-            **env_recipe(self.env_id),
+            **env_preset(self.env_id),
             **self.saved,
             **self.user,
         }

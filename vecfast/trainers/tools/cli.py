@@ -99,7 +99,7 @@ class HelpDefaults:
 
 def help_defaults(argv: Sequence[str]) -> HelpDefaults | None:
     """For ``vecfast train ENV [--algo A] [--scheme S] [--env-kwarg K=V] --help``: the config a run of ENV starts
-    from (the scheme's, env family's, algorithm's and env recipe's defaults), which needs the env's observations;
+    from (the scheme's, env family's, algorithm's and env preset's defaults), which needs the env's observations;
     None for any other command line, or if the env cannot be made (the help then shows TrainConfig's own)."""
     argv = list(argv)
     if not argv or argv[0] != "train" or not {"-h", "--help"} & set(argv):
@@ -140,7 +140,7 @@ def _add_config_options(
     docs = field_docs()
     shown = (
         f"shown with the defaults a run of {defaults.env} with {defaults.algo} starts from (the scheme's, the env "
-        "family's, the algorithm's and the env's own recipe over TrainConfig's)"
+        "family's, the algorithm's and the env's own preset over TrainConfig's)"
         if defaults is not None
         else "shown with TrainConfig's defaults: envs without image observations get a small MLP's "
         "(vecfast.trainers.run.defaults.VECTOR_FAMILY_DEFAULTS), and an algorithm may have its own (ppo's num_epochs, "
