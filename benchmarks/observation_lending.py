@@ -16,14 +16,14 @@ import time
 
 import numpy as np
 
-import vecfast.vector.observation_slots as observation_slots
+import vecfast.vector.observation_banks as observation_banks
 from vecfast import AsyncSharedMemVectorEnv
 from vecfast.bench import BenchConfig, default_num_workers
 
 
 def run(cfg: BenchConfig, lend: bool) -> tuple[float, float]:
     """Steps/s and owner CPU microseconds per env step."""
-    observation_slots.LENDING_MIN_BYTES = 64 * 1024 if lend else 1 << 62
+    observation_banks.LENDING_MIN_BYTES = 64 * 1024 if lend else 1 << 62
     env = AsyncSharedMemVectorEnv(cfg.env_fns(), num_workers=cfg.num_workers)
     try:
         env.reset(seed=0)

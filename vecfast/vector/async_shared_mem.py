@@ -22,15 +22,15 @@ from vecfast.vector.action_check import check_action_batch, check_reset_mask
 from vecfast.vector.env_states import EnvState, EnvStates
 from vecfast.vector.errors import WorkerDiedError
 from vecfast.vector.messages import Attach, ControlReply, ControlRequest, JobPayload, JobReport, pickled
-from vecfast.vector.observation_slots import LENDING_SLOTS, ObservationSlots, worth_lending
+from vecfast.vector.observation_banks import LENDING_BANKS, ObservationBanks, worth_lending
 from vecfast.vector.protocol import Job, JobRing, ResultCounters, reserve_result_arrays
 from vecfast.vector.restarts import Restart, RestartBudget
 from vecfast.vector.shared_buffers import (
     ArenaLayout,
     PickledBuffer,
     SharedArena,
+    bank_buffers,
     fits_shared_memory,
-    slot_buffers,
     space_buffer,
 )
 from vecfast.vector.stall_watch import StallWatch
@@ -236,11 +236,11 @@ class AsyncSharedMemVectorEnv(VectorEnv):
 
         obs_space = self.single_observation_space
         obs_shared = self.shared_memory and fits_shared_memory(obs_space)
-        obs_slots = LENDING_SLOTS if obs_shared and self.copy and worth_lending(obs_space, self.num_envs) else 1
+        obs_banks = LENDING_BANKS if obs_shared and self.copy and worth_lending(obs_space, self.num_envs) else 1
         actions_shared = fits_shared_memory(self.single_action_space)
         layout = ArenaLayout()
         if obs_shared:
-            layout.add_space("obs", obs_space, self.num_envs, slots=obs_slots)
+            layout.add_space("obs", obs_space, self.num_envs, banks=obs_banks)
         if actions_shared:
             layout.add_space("action", self.single_action_space, self.num_envs)
         layout.add("reward", (self.num_envs,), np.float64)
@@ -255,7 +255,7 @@ class AsyncSharedMemVectorEnv(VectorEnv):
                 layout,
                 obs_space if obs_shared else None,
                 self.single_action_space if actions_shared else None,
-                obs_slots,
+                obs_banks,
                 restart_failed_envs=self.restart_failed_workers,
             ),
             keep=self.restart_failed_workers,  # replacement workers attach to it too
@@ -265,10 +265,10 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         views = arena.views()
         pickled_obs = None if obs_shared else PickledBuffer(obs_space, self.num_envs)
         if obs_shared:
-            lending = (arena, layout.specs["obs"]) if obs_slots > 1 else (None, None)
-            self._obs = ObservationSlots(slot_buffers(obs_space, views["obs"], obs_slots), self.num_envs, *lending)
+            lending = (arena, layout.specs["obs"]) if obs_banks > 1 else (None, None)
+            self._obs = ObservationBanks(bank_buffers(obs_space, views["obs"], obs_banks), self.num_envs, *lending)
         else:
-            self._obs = ObservationSlots([pickled_obs], self.num_envs)
+            self._obs = ObservationBanks([pickled_obs], self.num_envs)
         self._actions = space_buffer(self.single_action_space, views["action"]) if actions_shared else None
         self._rewards = views["reward"]
         self._terminations = views["terminated"]
@@ -508,11 +508,11 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         ]
         if countdown:
             self._pool.start_countdown(len(jobs))
-        obs_slot = self._obs.write_slot
+        obs_bank = self._obs.write_bank
         pushed = 0
         try:
             for (w, job_ids), payload in zip(jobs, payloads, strict=True):
-                self._pool.push(w, code, job_ids - w.offset, countdown, payload, obs_slot)
+                self._pool.push(w, code, job_ids - w.offset, countdown, payload, obs_bank)
                 pushed += 1
         finally:  # only the pushed jobs' envs started (Ctrl-C may come between two pushes)
             sent = self._rows(ids)
@@ -700,12 +700,12 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self.restarts.append(Restart.of_worker(w.index, tuple(ids.tolist()), cause, exit_status, error))
         for code in (Job.STEP, Job.RESET):
             again = running[self._envs.job[running] == code]
-            for slot in np.unique(self._obs.latest[again]).tolist():
-                job_ids = again[self._obs.latest[again] == slot]
+            for bank in np.unique(self._obs.latest[again]).tolist():
+                job_ids = again[self._obs.latest[again] == bank]
                 payload = None
                 if code == Job.RESET:
                     payload = pickled(JobPayload([self._reset_args.get(e, (None, None)) for e in job_ids.tolist()]))
-                self._pool.push(w, code, job_ids - w.offset, False, payload, slot)
+                self._pool.push(w, code, job_ids - w.offset, False, payload, bank)
 
     def _collect(self) -> None:
         """Move envs whose workers finished them to DONE, reading the reports they left on the pipe."""

@@ -73,7 +73,7 @@ def make_env_error(
     error = _instance(cls, args)
     if original is not None:
         vars(error).update({k: v for k, v in vars(original).items() if not k.startswith("__")})
-        if isinstance(original, ImportError):  # which module is missing (not in vars: a slot of ImportError)
+        if isinstance(original, ImportError):  # which module is missing (not in vars: one of ImportError's __slots__)
             error.name, error.path = original.name, original.path
     error.env_index = env_index
     error.worker_index = worker_index

@@ -68,13 +68,13 @@ class Attach:
 
     A space of None is not in shared memory: observations go back pickled in job
     reports, actions come pickled in job payloads. Observations are kept
-    ``observation_slots`` times over (:mod:`vecfast.vector.observation_slots`).
+    ``observation_banks`` times over (:mod:`vecfast.vector.observation_banks`).
     """
 
     layout: ArenaLayout
     observation_space: Space | None
     action_space: Space | None
-    observation_slots: int = 1
+    observation_banks: int = 1
     restart_failed_envs: bool = False  # rebuild an env that raises from its env function (vecfast.vector.restarts)
     last_obs: list[Any] | None = None  # a replacement worker's: its predecessor's envs' last observations
     arena_name: str | None = None

@@ -32,23 +32,23 @@ class Job:
 
 
 @dataclass(frozen=True)
-class JobSlot:
+class JobEntry:
     """One job as the worker reads it."""
 
     code: int  # a Job code
     local_envs: list[int]  # the worker's own env positions
     counts_down: bool  # part of a batch that wakes the owner once, when its last job ends
     has_payload: bool  # a :class:`~vecfast.vector.messages.JobPayload` follows on the pipe
-    obs_slot: int  # which copy of the observation batch the envs write (see observation_slots)
+    obs_bank: int  # which copy of the observation batch the envs write (see observation_banks)
 
 
 class JobRing:
-    """One worker's ring of job slots in the shared arena.
+    """One worker's ring of job entries in the shared arena.
 
     The owner writes at ``head`` and the worker reads at ``tail``; the worker's
-    semaphore counts the slots written and not yet read. Every env is in at most one
+    semaphore counts the entries written and not yet read. Every env is in at most one
     job at a time, and a control or close job waits for an idle worker, so
-    ``max_local_envs + 2`` slots never overflow.
+    ``max_local_envs + 2`` entries never overflow.
     """
 
     def __init__(self, views: dict[str, np.ndarray], worker_index: int) -> None:
@@ -56,18 +56,18 @@ class JobRing:
         self.mask = views["ring_mask"][worker_index]
         self.counts_down = views["ring_countdown"][worker_index]
         self.has_payload = views["ring_payload"][worker_index]
-        self.obs_slot = views["ring_obs_slot"][worker_index]
+        self.obs_bank = views["ring_obs_bank"][worker_index]
         self.head = 0
         self.tail = 0
 
     @staticmethod
     def reserve(layout: ArenaLayout, num_workers: int, max_local_envs: int) -> None:
-        slots = max_local_envs + 2
-        layout.add("ring_code", (num_workers, slots), "int32")
-        layout.add("ring_mask", (num_workers, slots, max_local_envs), "bool")
-        layout.add("ring_countdown", (num_workers, slots), "bool")
-        layout.add("ring_payload", (num_workers, slots), "bool")
-        layout.add("ring_obs_slot", (num_workers, slots), "int8")
+        entries = max_local_envs + 2
+        layout.add("ring_code", (num_workers, entries), "int32")
+        layout.add("ring_mask", (num_workers, entries, max_local_envs), "bool")
+        layout.add("ring_countdown", (num_workers, entries), "bool")
+        layout.add("ring_payload", (num_workers, entries), "bool")
+        layout.add("ring_obs_bank", (num_workers, entries), "int8")
 
     def push(
         self,
@@ -75,30 +75,30 @@ class JobRing:
         local_envs: Any = None,
         counts_down: bool = False,
         has_payload: bool = False,
-        obs_slot: int = 0,
+        obs_bank: int = 0,
     ) -> None:
-        """Owner side: write the next slot (the caller then posts the worker's semaphore)."""
-        slot = self.head % len(self.code)
+        """Owner side: write the next entry (the caller then posts the worker's semaphore)."""
+        entry = self.head % len(self.code)
         self.head += 1
-        self.counts_down[slot] = counts_down
-        self.has_payload[slot] = has_payload
-        self.obs_slot[slot] = obs_slot
-        mask = self.mask[slot]
+        self.counts_down[entry] = counts_down
+        self.has_payload[entry] = has_payload
+        self.obs_bank[entry] = obs_bank
+        mask = self.mask[entry]
         mask[:] = False
         if local_envs is not None:
             mask[local_envs] = True
-        self.code[slot] = code
+        self.code[entry] = code
 
-    def pop(self) -> JobSlot:
-        """Worker side: read the next slot (after its semaphore was acquired)."""
-        slot = self.tail % len(self.code)
+    def pop(self) -> JobEntry:
+        """Worker side: read the next entry (after its semaphore was acquired)."""
+        entry = self.tail % len(self.code)
         self.tail += 1
-        return JobSlot(
-            int(self.code[slot]),
-            np.flatnonzero(self.mask[slot]).tolist(),
-            bool(self.counts_down[slot]),
-            bool(self.has_payload[slot]),
-            int(self.obs_slot[slot]),
+        return JobEntry(
+            int(self.code[entry]),
+            np.flatnonzero(self.mask[entry]).tolist(),
+            bool(self.counts_down[entry]),
+            bool(self.has_payload[entry]),
+            int(self.obs_bank[entry]),
         )
 
 

@@ -82,10 +82,10 @@ class ArenaLayout:
     def add(self, name: str, shape: tuple[int, ...], dtype: Any) -> None:
         self.specs[name] = self.add_array(shape, dtype)
 
-    def add_space(self, name: str, single_space: spaces.Space, n: int, slots: int | None = None) -> None:
+    def add_space(self, name: str, single_space: spaces.Space, n: int, banks: int | None = None) -> None:
         """Reserve the arrays of ``n`` values of ``single_space`` (which must fit shared memory),
-        ``slots`` times over when given (a leading axis of that length)."""
-        lead = () if slots is None else (slots,)
+        ``banks`` times over when given (a leading axis of that length)."""
+        lead = () if banks is None else (banks,)
         self.specs[name] = self._space_tree(single_space, (*lead, n))
 
     def _space_tree(self, space: spaces.Space, lead: tuple[int, ...]) -> Any:
@@ -349,9 +349,9 @@ def space_buffer(space: spaces.Space, views: Any) -> SpaceBuffer:
     return ArrayBuffer(views)
 
 
-def slot_buffers(space: spaces.Space, views: Any, slots: int) -> list[SpaceBuffer]:
-    """A buffer per slot over arena views reserved with ``add_space(..., slots=slots)``."""
-    return [space_buffer(space, map_tree(lambda a, s=s: a[s], views)) for s in range(slots)]
+def bank_buffers(space: spaces.Space, views: Any, banks: int) -> list[SpaceBuffer]:
+    """A buffer per bank over arena views reserved with ``add_space(..., banks=banks)``."""
+    return [space_buffer(space, map_tree(lambda a, s=s: a[s], views)) for s in range(banks)]
 
 
 def _assign_rows(buffer: SpaceBuffer, num_rows: int, rows: Any, batch: Any, valid: Any) -> bool:

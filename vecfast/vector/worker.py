@@ -29,7 +29,7 @@ from vecfast.vector.messages import (
 from vecfast.vector.process_cleanup import become_group_leader, watch_owner
 from vecfast.vector.protocol import Job, JobRing, ResultCounters, spin_acquire
 from vecfast.vector.restarts import RESTARTED
-from vecfast.vector.shared_buffers import SharedArena, slot_buffers, space_buffer
+from vecfast.vector.shared_buffers import SharedArena, bank_buffers, space_buffer
 
 FORBIDDEN_CALLS = ("reset", "step", "close")  # the vector env's own methods do these
 FROM_BUFFER = object()  # the env's action is in the shared action buffer (a pickled action may be None)
@@ -149,10 +149,10 @@ class _Worker:
         self.needs_reset = [False] * len(envs)
         # Observations of a space kept out of shared memory go back in the job's report;
         # actions that do not fit the action buffer come in the job's payload.
-        # The observation batch is kept attach.observation_slots times over; each job says which one to write.
+        # The observation batch is kept attach.observation_banks times over; each job says which one to write.
         obs_space = attach.observation_space
         self.obs_buffers = (
-            None if obs_space is None else slot_buffers(obs_space, views["obs"], attach.observation_slots)
+            None if obs_space is None else bank_buffers(obs_space, views["obs"], attach.observation_banks)
         )
         self.action_buffer = None if attach.action_space is None else space_buffer(attach.action_space, views["action"])
         self.reward = views["reward"]
@@ -181,7 +181,7 @@ class _Worker:
                 fn = functools.partial(self.settle_owed, resetting)
             else:
                 fn = self.reset_env if resetting else self.step_env
-            self.run_job(job.local_envs, fn, args, job.counts_down, job.obs_slot, resetting)
+            self.run_job(job.local_envs, fn, args, job.counts_down, job.obs_bank, resetting)
 
     def run_job(
         self,
@@ -189,7 +189,7 @@ class _Worker:
         fn: Callable[[int, int, Any], StepResult],
         args: list[Any] | None,
         counts_down: bool,
-        obs_slot: int,
+        obs_bank: int,
         resetting: bool,
     ) -> None:
         """Run ``fn`` on each env, then publish results and count the envs finished, then a report by pipe.
@@ -198,7 +198,7 @@ class _Worker:
         another worker share their cache lines, and per-env writes would bounce them.
         """
         done: list[int] = []
-        obs_buffer = None if self.obs_buffers is None else self.obs_buffers[obs_slot]
+        obs_buffer = None if self.obs_buffers is None else self.obs_buffers[obs_bank]
         rewards: list[Any] = []
         terminations: list[Any] = []
         truncations: list[Any] = []

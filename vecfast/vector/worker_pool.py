@@ -195,12 +195,12 @@ class WorkerPool:
         local_envs: Any = None,
         counts_down: bool = False,
         payload: bytes | None = None,
-        obs_slot: int = 0,
+        obs_bank: int = 0,
     ) -> None:
         """Queue a job; ``payload``: its pickled :class:`~vecfast.vector.messages.JobPayload`, sent first."""
         if payload is not None:
             self.send(w, payload)
-        w.ring.push(code, local_envs, counts_down, payload is not None, obs_slot)
+        w.ring.push(code, local_envs, counts_down, payload is not None, obs_bank)
         w.cmd_sem.release()
 
     def start_countdown(self, jobs: int) -> None:

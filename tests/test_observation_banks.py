@@ -1,4 +1,4 @@
-"""copy=True without a copy: batches are lent slots of shared memory, never overwritten while held."""
+"""copy=True without a copy: batches are lent banks of shared memory, never overwritten while held."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ NUM_ENVS = 5
 @pytest.fixture(autouse=True)
 def lend_every_batch(monkeypatch):
     """The test envs' batches are small, which vecfast copies rather than lends: lend them all."""
-    monkeypatch.setattr("vecfast.vector.observation_slots.LENDING_MIN_BYTES", 0)
+    monkeypatch.setattr("vecfast.vector.observation_banks.LENDING_MIN_BYTES", 0)
 
 
 def _data_address(batch: dict | np.ndarray) -> int:
@@ -27,7 +27,7 @@ def _data_address(batch: dict | np.ndarray) -> int:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["box_u8_image", "dict_nested", "tuple_nested"])
 def test_held_batches_are_never_overwritten(make_async, make_sync, kind):
-    """Every batch kept (more than there are slots) still equals what SyncVectorEnv returned for it."""
+    """Every batch kept (more than there are banks) still equals what SyncVectorEnv returned for it."""
     fns = env_fns(NUM_ENVS, kind)
     vec, sync = make_async(fns, num_workers=2), make_sync(fns)
     kept = [(vec.reset(seed=0)[0], sync.reset(seed=0)[0])]
@@ -65,7 +65,7 @@ def test_views_and_tensors_of_a_batch_keep_it_lent(make_async, make_sync):
     row, tensor = obs[3], torch.from_numpy(obs)
     del obs
     gc.collect()
-    for _ in range(6):  # more steps than slots
+    for _ in range(6):  # more steps than banks
         actions = sync.action_space.sample()
         vec.step(actions)
         sync.step(actions)
