@@ -57,7 +57,7 @@ def test_the_sampler_plays_the_learner_against_itself_and_snapshots_held_in_seat
         weights[pool.snapshot(update).name] = {k: v.clone() for k, v in learner.state_dict().items()}
     league = RecordingLeague(learner, pool, env.num_agents, num_seats=2)
     sampler = Sampler(
-        env, league.policies, 4, num_slots=3 * env.num_envs, mapping=league.mapping, on_episode_end=league.episode_ended
+        env, league.policies, 4, num_rows=3 * env.num_envs, mapping=league.mapping, on_episode_end=league.episode_ended
     )
     received = sampler.reset()
     policy_of_episode: dict[tuple[int, int], set[int]] = {}  # (slot, episode) -> policies that took its steps

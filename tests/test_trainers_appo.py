@@ -55,7 +55,7 @@ def test_policy_worker_writes_consistent_trajectories(make_async: Callable) -> N
     env = make_async(fns, num_workers=2, batch_size=4)
     cfg = TrainConfig.from_overrides(**MLP, rollout=7, batch_size=14)
     model = ActorCritic(env.single_observation_space, env.single_action_space, cfg)
-    worker = PolicyWorker(env, model, cfg.rollout, num_slots=8 + 16, seed=0, stats_avg=100)
+    worker = PolicyWorker(env, model, cfg.rollout, num_rows=8 + 16, seed=0, stats_avg=100)
     worker.start()
     slots = []
     try:
@@ -69,7 +69,7 @@ def test_policy_worker_writes_consistent_trajectories(make_async: Callable) -> N
         worker.stop_event.set()
         worker.join()
     assert worker.error is None, worker.error
-    traj = worker.sampler.slots.select(torch.tensor(slots))
+    traj = worker.sampler.storage.select(torch.tensor(slots))
     assert_consistent(traj, [cfg.rollout] * len(slots))
     # reset steps were seen, and truncated episodes are told apart from terminated ones
     assert (~traj.valid).any() and traj.done.any() and traj.terminated.any() and (traj.done & ~traj.terminated).any()
@@ -95,7 +95,7 @@ def test_the_sampler_driven_synchronously_writes_consistent_trajectories() -> No
         sampler.end_trajectories(received)
         slots = sampler.take_full(env.num_envs)
         assert slots == [0, 1, 2, 3]
-        traj = sampler.slots.prefix(steps)
+        traj = sampler.storage.prefix(steps)
         assert torch.equal(traj.initial_state, carried)
         assert_consistent(traj, [steps] * len(slots))
         sampler.release(slots)

@@ -76,7 +76,7 @@ def identical_updates(iterations: int) -> list[list[str]]:
         digests, observations = [], []
         for i, _ in enumerate(trainer.iterations()):
             everyone = [None] * rank.world_size
-            seen = trainer.sampler.slots.obs["obs"].sum().item()  # this rank's rollout
+            seen = trainer.sampler.storage.obs["obs"].sum().item()  # this rank's rollout
             dist.all_gather_object(everyone, (model_digest(trainer.model), seen))
             digests.append([d for d, _ in everyone])
             observations.append([o for _, o in everyone])

@@ -81,7 +81,7 @@ def test_each_episode_is_played_by_the_policy_mapped_when_it_started(use_rnn: bo
         sampler.end_trajectories(received)
         slots = sampler.take_full(env.num_envs)
         assert slots == [0, 1, 2, 3]  # env i fills slot i: the slots continue each other in time
-        traj = sampler.slots
+        traj = sampler.storage
         assert_consistent(traj, [cfg.rollout] * env.num_envs)
         for i in range(env.num_envs):
             for t in range(cfg.rollout):
@@ -149,7 +149,7 @@ def test_a_step_only_env_counts_its_steps_as_time_waiting_for_envs() -> None:
     env = SlowSteps(gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2), delay=0.02)
     cfg = TrainConfig.from_overrides(use_rnn=False, encoder_mlp_layers=(8,), rollout=8, batch_size=16)
     sampler = Sampler(StepAsRecv(env), ActorCritic(env.single_observation_space, env.single_action_space, cfg),
-                      rollout=8, num_slots=8, seed=0)  # fmt: skip
+                      rollout=8, num_rows=8, seed=0)  # fmt: skip
     received = sampler.reset()
     for _ in range(10):
         sampler.step(received)

@@ -22,7 +22,7 @@ def record(step: int, t: float, **extra: float) -> dict:
         "env_steps": step, "env_frames": 4 * step, "time": t, "learner_steps": step // 100,
         "policy_lag_min": 0.0, "policy_lag_avg": 1.5, "policy_lag_max": 3.0, "policy_loss": 0.01,
         "value_loss": 0.5, "entropy": 1.2, "kl": 1e-3, "clip_fraction": 0.1, "grad_norm": 0.7,
-        "learning_rate": 1e-4, "time_envs": t * 0.2, "time_inference": t * 0.5, "time_sampler_waiting_slots": 0.0,
+        "learning_rate": 1e-4, "time_envs": t * 0.2, "time_inference": t * 0.5, "time_sampler_waiting_rows": 0.0,
         "time_learning": 0.8, "time_learner_waiting": 0.1, "full_trajectories": 3, "episodes": step // 50,
         "mean_episode_return": step / 100, "max_episode_return": step / 50, "mean_episode_length": 42.0,
     }  # fmt: skip

@@ -297,19 +297,19 @@ def test_the_sampler_drives_it_and_stores_the_agents_rewards() -> None:
     torch.manual_seed(0)
     model = ActorCritic(env.single_observation_space, env.single_action_space, cfg)
     rollout, steps = 8, 300
-    sampler = Sampler(recording, model, rollout, num_slots=steps * env.num_envs // rollout + env.num_envs, seed=SEED)
-    held: list[set[int]] = [set() for _ in range(env.num_envs)]  # the storage slots each env filled
+    sampler = Sampler(recording, model, rollout, num_rows=steps * env.num_envs // rollout + env.num_envs, seed=SEED)
+    held: list[set[int]] = [set() for _ in range(env.num_envs)]  # the storage rows each env filled
     received = sampler.reset()
     for _ in range(steps):
         sampler.step(received)
-        for e, s in enumerate(sampler.slot.tolist()):
+        for e, s in enumerate(sampler.row.tolist()):
             held[e].add(s)
         received = sampler.observe()
     for m in range(env.num_matches):
         reference = play_pettingzoo(connect_four_v3.env, SEED + m, recording.moves[m])
         for a, agent in enumerate(env.possible_agents):
             slot = m * env.num_agents + a
-            stored = sum(sampler.slots.rewards[s].sum().item() for s in held[slot] if s >= 0)
+            stored = sum(sampler.storage.rewards[s].sum().item() for s in held[slot] if s >= 0)
             expected = sum(v.reward for v in reference[agent])
             assert stored == pytest.approx(expected), (m, agent)
     assert sampler.episodes.summary().episodes >= 4

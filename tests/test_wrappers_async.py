@@ -157,7 +157,7 @@ def test_appo_samples_with_send_recv_through_vecfast_wrappers(make_async):
         assert async_api(env) is env
     cfg = TrainConfig.from_overrides(use_rnn=False, encoder_mlp_layers=(16,), rollout=4, batch_size=8)
     model = ActorCritic(env.single_observation_space, env.single_action_space, cfg)
-    worker = PolicyWorker(env, model, cfg.rollout, num_slots=4 + 8, seed=0, stats_avg=10)
+    worker = PolicyWorker(env, model, cfg.rollout, num_rows=4 + 8, seed=0, stats_avg=10)
     worker.start()
     full = 0
     try:
@@ -191,7 +191,7 @@ def test_appo_warns_once_when_sampling_falls_back_to_step(make_async, make_sync,
     model = ActorCritic(env.single_observation_space, env.single_action_space, cfg)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        worker = PolicyWorker(env, model, cfg.rollout, num_slots=4 + 8, seed=0, stats_avg=10)
+        worker = PolicyWorker(env, model, cfg.rollout, num_rows=4 + 8, seed=0, stats_avg=10)
         worker.start()
         try:
             for _ in range(4):

@@ -63,13 +63,13 @@ class PolicySampler(EnvSampler):
         self.lock = threading.Lock()
         self.closing = threading.Event()
 
-    def start(self, model: ActorCritic, rollout: int, num_slots: int, seed: int | None, stats_avg: int) -> None:
-        """Act with ``model`` (a copy of the learner's, on this node's CPU) in ``num_slots`` trajectory slots of
+    def start(self, model: ActorCritic, rollout: int, num_rows: int, seed: int | None, stats_avg: int) -> None:
+        """Act with ``model`` (a copy of the learner's, on this node's CPU) in ``num_rows`` trajectory rows of
         ``rollout`` steps; the envs are reset with ``seed`` (env ``i`` with ``seed + i``)."""
         if seed is not None:
             torch.manual_seed(seed)  # the actions this node samples
         self.worker = PolicyWorker(
-            self.env, model.cpu(), rollout, num_slots, seed, stats_avg, on_episode_end=self._episode_ended
+            self.env, model.cpu(), rollout, num_rows, seed, stats_avg, on_episode_end=self._episode_ended
         )
         self.worker.start()
 
@@ -101,7 +101,7 @@ class PolicySampler(EnvSampler):
                 taken.append(sampler.full.get(timeout=POLL_SECONDS))
             except queue.Empty:
                 continue
-        trajectories = sampler.slots.select(torch.tensor(taken))
+        trajectories = sampler.storage.select(torch.tensor(taken))
         sampler.release(taken)
         restarts = list(getattr(self.env, "restarts", ()))
         with self.lock:

@@ -89,8 +89,8 @@ class PolicySamplers(SamplersVectorEnv):
         """Sampler ``i``'s start call, with the policy :meth:`start` was given."""
         assert self._start_args is not None
         model_ref, rollout, stats_avg = self._start_args
-        num_slots = self.group.infos[i].num_envs + 2 * self.per_call
-        return self.group.actors[i].start.remote(model_ref, rollout, num_slots, seed, stats_avg)
+        num_rows = self.group.infos[i].num_envs + 2 * self.per_call
+        return self.group.actors[i].start.remote(model_ref, rollout, num_rows, seed, stats_avg)
 
     def publish(self, weights: Mapping[str, torch.Tensor], version: int, policy: int = 0) -> None:
         """Every sampler acts with ``weights`` (a model's ``state_dict``) of ``version`` once they arrive."""

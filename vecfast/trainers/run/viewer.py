@@ -138,7 +138,7 @@ class Dashboard:
         for key, name in (
             ("time_envs", "sampler: waiting for envs"),
             ("time_inference", "sampler: inference"),
-            ("time_sampler_waiting_slots", "sampler: waiting for buffers"),
+            ("time_sampler_waiting_rows", "sampler: waiting for buffers"),
         ):
             if key in last and key in prev:
                 shares[name] = (last[key] - prev[key]) / wall

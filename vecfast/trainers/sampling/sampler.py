@@ -1,22 +1,22 @@
 """The one sampler every scheme runs: acts on a vector env through ``send``/``recv`` and writes trajectories.
 
-Each env has its own clock: the trajectory slot it fills, the step within it, its recurrent state, and
+Each env has its own clock: the trajectory row it fills, the step within it, its recurrent state, and
 where its episodes begin and end (:class:`~vecfast.trainers.sampling.episodes.EpisodeBoundaries`, the rule
 :func:`vecfast.evaluate` follows too: under gymnasium's NEXT_STEP autoreset the step after an episode's end
-only resets the env, stored with ``valid`` False, and the step after it starts an episode, ``first``). A slot
-holds ``rollout`` steps and the observation after them, whose value bootstraps the last step; a complete slot goes to
+only resets the env, stored with ``valid`` False, and the step after it starts an episode, ``first``). A row
+holds ``rollout`` steps and the observation after them, whose value bootstraps the last step; a complete row goes to
 :attr:`Sampler.full`, and the env takes a fresh one from :attr:`Sampler.free` (waiting while there is none,
 which bounds how far sampling runs ahead of learning).
 
 Several policies can share the envs (self-play, populations): each env's episode is played by one of them,
 chosen by ``mapping(env, episode)`` when the episode starts (RLlib's ``policy_mapping_fn``), and every step
-runs one inference batch per policy. A slot records which policy took each step (``policy_id``), so that
+runs one inference batch per policy. A row records which policy took each step (``policy_id``), so that
 each policy learns from its own steps only.
 
 The schemes differ only in when they call it. Synchronous: :meth:`Sampler.step` ``rollout`` times, then
-:meth:`Sampler.end_trajectories` bootstraps every env's slot with the current policy, the learner learns from
-the full slots and frees them, and the next step acts with the new policy. Asynchronous: a thread calls
-:meth:`Sampler.step` on whichever envs ``recv`` returns, and a slot completes inside it, bootstrapping from
+:meth:`Sampler.end_trajectories` bootstraps every env's row with the current policy, the learner learns from
+the full rows and frees them, and the next step acts with the new policy. Asynchronous: a thread calls
+:meth:`Sampler.step` on whichever envs ``recv`` returns, and a row completes inside it, bootstrapping from
 the same inference that chooses the next action. A vector env without ``send``/``recv`` is stepped whole
 (:class:`StepAsRecv`).
 """
@@ -142,11 +142,11 @@ def only_policy(env: int, episode: int) -> int:
 @dataclass
 class SamplerTimings:
     """Seconds the sampler spent, cumulative: waiting for envs, acting (inference and bookkeeping), waiting
-    for a free slot."""
+    for a free row."""
 
     waiting_envs: float = 0.0
     inference: float = 0.0
-    waiting_slots: float = 0.0
+    waiting_rows: float = 0.0
 
 
 def _scattered(parts: list[tuple[torch.Tensor, Acted]], size: int) -> Acted:
@@ -167,12 +167,12 @@ def _scattered(parts: list[tuple[torch.Tensor, Acted]], size: int) -> Acted:
 
 class Sampler:
     """Acts with ``policies`` (one model or several of one architecture) on ``env`` (with ``send``/``recv``:
-    :func:`async_api` or :class:`StepAsRecv`) and writes every step into ``num_slots`` trajectory slots of
+    :func:`async_api` or :class:`StepAsRecv`) and writes every step into ``num_rows`` trajectory rows of
     ``rollout`` steps. ``mapping`` chooses each episode's policy (default: policy 0); ``on_episode_end`` hears
     of every finished episode with its number (of its env, from 0), e.g. to rate the policies that played it.
 
     ``lock`` is held while acting, so a learner can copy new weights into a policy between two batches
-    (:attr:`versions` says which weights acted). ``should_stop``: polled while waiting for a free slot.
+    (:attr:`versions` says which weights acted). ``should_stop``: polled while waiting for a free row.
     """
 
     def __init__(
@@ -180,7 +180,7 @@ class Sampler:
         env: Any,
         policies: ActorCritic | Sequence[ActorCritic],
         rollout: int,
-        num_slots: int,
+        num_rows: int,
         *,
         mapping: PolicyMapping = only_policy,
         on_episode_end: Callable[[EndedEpisode, int], None] = lambda episode, number: None,
@@ -197,17 +197,17 @@ class Sampler:
         self.should_stop = should_stop
         self.lock = threading.Lock()
         self.versions = [0] * len(self.policies)  # of the weights each policy acts with
-        self.slots = Trajectories.allocate(model, num_slots, rollout, dev)
+        self.storage = Trajectories.allocate(model, num_rows, rollout, dev)
         self.free: queue.Queue[int] = queue.Queue()
-        for i in range(num_slots):
+        for i in range(num_rows):
             self.free.put(i)
         self.full: queue.Queue[int] = queue.Queue()
         self.episodes = EpisodeTracker(n, stats_avg)
         self.env_steps = 0  # transitions recorded, reset steps included (what "env steps" count everywhere)
         self.timings = SamplerTimings()
         # the per-env clock
-        self.slot = torch.full((n,), -1, dtype=torch.long, device=dev)  # -1: needs a fresh slot
-        self.step_in_slot = torch.zeros(n, dtype=torch.long, device=dev)  # where the env's next observation goes
+        self.row = torch.full((n,), -1, dtype=torch.long, device=dev)  # -1: needs a fresh row
+        self.step_in_row = torch.zeros(n, dtype=torch.long, device=dev)  # where the env's next observation goes
         self.state = model.initial_state(n, dev)
         self.boundaries = EpisodeBoundaries(n, device=dev)  # the trainers' envs autoreset on the next step
         # the next observation starts an episode; the step the env takes next is a transition (the same tensors)
@@ -232,13 +232,13 @@ class Sampler:
         obs, rewards, terminated, truncated, info = self.env.recv()
         self.timings.waiting_envs += time.perf_counter() - wait_start
         ids_np = np.asarray(info["env_id"])
-        dev, s = self.device, self.slots
+        dev, s = self.device, self.storage
         ids = torch.from_numpy(ids_np).to(dev)
         had_np = self.stepped[ids_np]  # none right after the reset
         if had_np.any():
             had = torch.from_numpy(had_np).to(dev)
             prev = ids[had]
-            rows, cols = self.slot[prev], self.step_in_slot[prev] - 1
+            rows, cols = self.row[prev], self.step_in_row[prev] - 1
             done_np = terminated | truncated
             done = torch.from_numpy(done_np).to(dev)[had]
             s.rewards[rows, cols] = torch.as_tensor(rewards, dtype=torch.float32, device=dev)[had]
@@ -258,38 +258,38 @@ class Sampler:
         return Received(ids_np, ids, obs_to_tensors(as_obs_dict(obs), dev))
 
     def step(self, received: Received) -> None:
-        """Act on ``received``'s observations, write them into the envs' slots, and ``send`` the actions. A slot
+        """Act on ``received``'s observations, write them into the envs' rows, and ``send`` the actions. A row
         that holds ``rollout`` steps takes this observation as its bootstrap and goes to :attr:`full`."""
         start = time.perf_counter()
-        slot_wait_before = self.timings.waiting_slots
+        row_wait_before = self.timings.waiting_rows
         ids = received.ids
         acted = self._act(received, sample=True)
-        complete = self.step_in_slot[ids] == self.rollout
+        complete = self.step_in_row[ids] == self.rollout
         if complete.any():
             self._complete(ids[complete], {k: v[complete] for k, v in received.obs.items()}, acted.values[complete])
-        if not self._give_slots(ids):
+        if not self._give_rows(ids):
             return
-        rows, cols = self.slot[ids], self.step_in_slot[ids]
+        rows, cols = self.row[ids], self.step_in_row[ids]
         self._write_observation(rows, cols, received.obs, self.first[ids], acted.values)
-        s = self.slots
+        s = self.storage
         s.actions[rows, cols] = acted.actions
         s.log_probs[rows, cols] = acted.log_probs
         s.valid[rows, cols] = self.valid[ids]
         s.policy_version[rows, cols] = acted.version
         s.policy_id[rows, cols] = acted.policy_id
         self.state[ids] = acted.next_state
-        self.step_in_slot[ids] += 1
+        self.step_in_row[ids] += 1
         self.stepped[received.ids_np] = True
-        self.timings.inference += time.perf_counter() - start - (self.timings.waiting_slots - slot_wait_before)
+        self.timings.inference += time.perf_counter() - start - (self.timings.waiting_rows - row_wait_before)
         self.env.send(self.policies[0].actor.to_env(acted.actions), received.ids_np)
 
     def end_trajectories(self, received: Received) -> None:
-        """End every slot of ``received``'s envs here, however many steps it holds, bootstrapping from these
-        observations with the current policies; the next :meth:`step` acts on them in fresh slots."""
+        """End every row of ``received``'s envs here, however many steps it holds, bootstrapping from these
+        observations with the current policies; the next :meth:`step` acts on them in fresh rows."""
         self._complete(received.ids, received.obs, self._act(received, sample=False).values)
 
     def take_full(self, count: int) -> list[int] | None:
-        """``count`` complete slots, in the order they completed (None if told to stop while waiting)."""
+        """``count`` complete rows, in the order they completed (None if told to stop while waiting)."""
         taken: list[int] = []
         while len(taken) < count:
             try:
@@ -299,9 +299,9 @@ class Sampler:
                     return None
         return taken
 
-    def release(self, slots: list[int]) -> None:
-        """Hand learned-from slots back for filling."""
-        for i in slots:
+    def release(self, rows: list[int]) -> None:
+        """Hand learned-from rows back for filling."""
+        for i in rows:
             self.free.put(i)
 
     def _act(self, received: Received, sample: bool) -> Acted:
@@ -337,15 +337,15 @@ class Sampler:
             self.episodes_started[env] += 1
 
     def _complete(self, envs: torch.Tensor, obs: dict[str, torch.Tensor], value: torch.Tensor) -> None:
-        self._write_observation(self.slot[envs], self.step_in_slot[envs], obs, self.first[envs], value)
-        for i in self.slot[envs].tolist():
+        self._write_observation(self.row[envs], self.step_in_row[envs], obs, self.first[envs], value)
+        for i in self.row[envs].tolist():
             self.full.put(i)
-        self.slot[envs], self.step_in_slot[envs] = -1, 0
+        self.row[envs], self.step_in_row[envs] = -1, 0
 
-    def _give_slots(self, ids: torch.Tensor) -> bool:
-        """A fresh slot for each of ``ids`` that needs one, starting from its current recurrent state (False if
+    def _give_rows(self, ids: torch.Tensor) -> bool:
+        """A fresh row for each of ``ids`` that needs one, starting from its current recurrent state (False if
         told to stop while waiting)."""
-        envs = ids[self.slot[ids] < 0]
+        envs = ids[self.row[ids] < 0]
         if not len(envs):
             return True
         start, taken = time.perf_counter(), []
@@ -355,10 +355,10 @@ class Sampler:
             except queue.Empty:
                 if self.should_stop():
                     return False
-        self.timings.waiting_slots += time.perf_counter() - start
+        self.timings.waiting_rows += time.perf_counter() - start
         fresh = torch.tensor(taken, device=self.device)
-        self.slot[envs] = fresh
-        self.slots.initial_state[fresh] = self.state[envs]
+        self.row[envs] = fresh
+        self.storage.initial_state[fresh] = self.state[envs]
         return True
 
     def _write_observation(
@@ -370,7 +370,7 @@ class Sampler:
         value: torch.Tensor,
     ) -> None:
         for key, o in obs.items():
-            stored = self.slots.obs[key]
+            stored = self.storage.obs[key]
             stored[rows, cols] = o.to(stored.dtype)  # int8 board games are stored as float32
-        self.slots.first[rows, cols] = first
-        self.slots.values[rows, cols] = value
+        self.storage.first[rows, cols] = first
+        self.storage.values[rows, cols] = value

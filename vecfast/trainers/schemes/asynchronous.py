@@ -33,7 +33,7 @@ from vecfast.trainers.schemes.policy_worker import PolicyWorker
 
 
 class Batcher(threading.Thread):
-    """Copies ``trajectories`` finished slots into one contiguous batch and frees the slots."""
+    """Copies ``trajectories`` finished storage rows into one contiguous batch and frees the rows."""
 
     def __init__(self, sampler: Sampler, trajectories: int) -> None:
         super().__init__(name="vecfast-batcher", daemon=True)
@@ -49,7 +49,7 @@ class Batcher(threading.Thread):
                 taken = self.sampler.take_full(self.trajectories)
                 if taken is None:
                     return
-                batch = self.sampler.slots.select(torch.tensor(taken, device=self.sampler.device))
+                batch = self.sampler.storage.select(torch.tensor(taken, device=self.sampler.device))
                 self.sampler.release(taken)
                 while not self.stop_event.is_set():
                     try:
@@ -68,12 +68,12 @@ class LocalBatches:
     network_seconds = None  # nothing crosses a network
 
     def __init__(self, env: VectorEnv, plan: ActingPlan, cfg: TrainConfig, trajectories: int) -> None:
-        # each env fills one slot; one batch is being gathered while the next fills up
+        # each env fills one row; one batch is being gathered while the next fills up
         self.worker = PolicyWorker(
             env,
             plan.policies,
             rollout=cfg.rollout,
-            num_slots=env.num_envs + 2 * trajectories,
+            num_rows=env.num_envs + 2 * trajectories,
             seed=cfg.seed,
             stats_avg=cfg.stats_avg,
             mapping=plan.mapping,
@@ -191,7 +191,7 @@ class AsyncTrainer:
                     "time_learning": time.perf_counter() - learn_start,
                     "time_envs": timings.waiting_envs,
                     "time_inference": timings.inference,
-                    "time_sampler_waiting_slots": timings.waiting_slots,
+                    "time_sampler_waiting_rows": timings.waiting_rows,
                     **({} if batches.network_seconds is None else {"time_batch_network": batches.network_seconds}),
                 },
                 extra={"full_trajectories": batches.queued, **plan.summary()},

@@ -140,18 +140,18 @@ class SyncTrainer:
             sync_start = time.perf_counter()  # the other ranks' rollouts end here too: waiting for the slowest
             self.env_steps += int(collective.all_sum(torch.tensor([sampler.env_steps - steps_before])).item())
             ranks_sync += time.perf_counter() - sync_start
-            slots = sampler.take_full(n)
+            rows = sampler.take_full(n)
             sample_time = time.perf_counter() - sample_start
 
             learn_start = time.perf_counter()
             if self.in_turns:
-                batch = sampler.slots.select(torch.tensor(slots, device=self.device))
-            else:  # each env refills its own slot (env i, slot i), so the slots are the batch as they stand
-                batch = sampler.slots if steps == cfg.rollout else sampler.slots.prefix(steps)  # preempted: as is
+                batch = sampler.storage.select(torch.tensor(rows, device=self.device))
+            else:  # each env refills its own row (env i, row i), so the rows are the batch as they stand
+                batch = sampler.storage if steps == cfg.rollout else sampler.storage.prefix(steps)  # preempted: as is
             progress = self.env_steps / self.total_env_steps
             learned = learners.learn(batch, progress, on_policy=True, after_step=_nothing)
             self.plan.learned(learned, _nothing)  # the learners act themselves: nothing to publish
-            sampler.release(slots)
+            sampler.release(rows)
             yield IterationMetrics(
                 env_steps=self.env_steps,
                 learner_steps=learners.learner_steps,
@@ -175,7 +175,7 @@ class SyncTrainer:
         return steps >= self.cfg.rollout or self.rollout_end.stop_early(steps)
 
     def _complete(self, received: Received) -> torch.Tensor:
-        return self.sampler.step_in_slot[received.ids] == self.cfg.rollout
+        return self.sampler.step_in_row[received.ids] == self.cfg.rollout
 
     def _completing(self, received: Received) -> Received:
         """The envs of ``received`` whose trajectories end with this rollout: all of them where every env steps at
