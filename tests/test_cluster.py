@@ -290,10 +290,10 @@ def test_a_game_goes_on_when_a_sampler_dies_mid_match(cluster: LocalNodes, tmp_p
     assert not [name for name in os.listdir("/dev/shm") if name.startswith(("vecfast", "psm_"))]
 
 
-def readme_listeners() -> dict[str, str]:
-    """The README's table of what a Ray that vecfast starts listens on: each process named in its first column
-    (in backquotes), and where it listens."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def documented_listeners() -> dict[str, str]:
+    """The table in the docs (Many machines) of what a Ray that vecfast starts listens on: each process named in
+    its first column (in backquotes), and where it listens."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "training" / "many-machines.md").read_text()
     table = text.split("<!-- ray-listeners -->")[1].split("<!-- /ray-listeners -->")[0]
     listeners = {}
     for row in table.strip().splitlines()[2:]:
@@ -303,11 +303,11 @@ def readme_listeners() -> dict[str, str]:
     return listeners
 
 
-def test_a_local_ray_opens_what_the_readme_lists_and_no_dashboard() -> None:
+def test_a_local_ray_opens_what_the_docs_list_and_no_dashboard() -> None:
     """A Ray that vecfast starts (``ray_address="local"``): every listening socket of its processes belongs to a
-    process the README names, where it says (all interfaces, or the node's address); no dashboard (8265) and no
+    process the docs name, where it says (all interfaces, or the node's address); no dashboard (8265) and no
     Ray client server (10001)."""
-    listed = readme_listeners()
+    listed = documented_listeners()
     assert set(listed) >= {"gcs_server", "raylet", "python", "ray::EnvSampler", "ray::IDLE", "ray::RuntimeEnvAgent"}
     before = {p.pid for p in psutil.process_iter() if _is_ray_process(p)}  # another cluster's, if one runs
     env = RemoteVectorEnv([MAKE], "local")
@@ -321,7 +321,7 @@ def test_a_local_ray_opens_what_the_readme_lists_and_no_dashboard() -> None:
                 continue
             name = "python" if conn.pid == os.getpid() else psutil.Process(conn.pid).name()
             kind = next((k for k in listed if name == k or name.startswith(k + ".")), None)
-            assert kind is not None, f"{name} (pid {conn.pid}) listens on {conn.laddr}, which the README does not list"
+            assert kind is not None, f"{name} (pid {conn.pid}) listens on {conn.laddr}, which the docs do not list"
             everywhere = conn.laddr.ip in ("0.0.0.0", "::")
             assert everywhere == ("all interfaces" in listed[kind]), f"{name} listens on {conn.laddr.ip}"
             assert conn.laddr.port not in (8265, 10001)

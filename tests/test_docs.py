@@ -1,13 +1,13 @@
-"""Every README snippet runs as pasted.
+"""Every snippet of the README and the documentation site (``docs/``) runs as pasted.
 
-The README's fenced code blocks are extracted and run in order, each in a fresh subprocess, all in
+Each page's fenced code blocks are extracted and run in order, each in a fresh subprocess, all of a page's in
 one working directory, as a user pastes them one after another into one terminal:
 
 - ```` ```python ```` blocks run as a script with this interpreter.
 - ```` ```bash ````/``sh``/``shell``/``console`` blocks: their ``vecfast ...`` and ``python ...``
   commands run in one ``bash -e``, with this interpreter's ``bin`` first on ``PATH``. Install
   steps (``python -m venv``, ``. .venv/bin/activate``, ``pip install``, ``apt-get``) are not
-  run; any other command fails the test, so that nothing in the README goes untested unnoticed.
+  run; any other command fails the test, so that nothing documented goes untested unnoticed.
 - ```` ```text ```` blocks (diagrams, output) are not code. A block without a language fails
   the test: say what it is.
 
@@ -17,13 +17,13 @@ before it) documents: no other file in the working directory (no ``_vizdoom/``),
 fail, as they would for the user (the second finds a run there).
 
 Markers, HTML comments on the lines right before a block's opening fence, visible in the
-README's source and invisible when it is rendered:
+page's source and invisible when it is rendered:
 
-- ``<!-- readme-test: skip (REASON) -->``: not run (a long benchmark, the test suite itself).
+- ``<!-- docs-test: skip (REASON) -->``: not run (a long benchmark, the test suite itself).
   Skips are reported with their reason and at most ``MAX_SKIPPED`` are allowed.
-- ``<!-- readme-test: append-args ARGS (REASON) -->``: the block's commands run with ``ARGS``
+- ``<!-- docs-test: append-args ARGS (REASON) -->``: the block's commands run with ``ARGS``
   appended (e.g. a shorter benchmark).
-- ``<!-- readme-test: creates PATH [PATH ...] -->``: the files or directories the block is
+- ``<!-- docs-test: creates PATH [PATH ...] -->``: the files or directories the block is
   documented to leave in the working directory (e.g. ``runs/``).
 
 Blocks are self-contained: none relies on variables or files of another (``-k`` runs one alone).
@@ -46,19 +46,21 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = pytest.mark.slow  # every README block, as pasted
+pytestmark = pytest.mark.slow  # every documented block, as pasted
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 MAX_SKIPPED = 2
-"""Blocks marked skip. Raise it only for a block that cannot run in CI time, and say why in its marker."""
+"""Blocks marked skip, on all pages. Raise it only for a block that cannot run in CI time, and say why in its
+marker."""
 
 TIMEOUT_S = 150
-"""Per block; the whole file takes ~2 minutes on a 2-core machine."""
+"""Per block."""
 
 PYTHON_LANGS = {"python", "py"}
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
-NOT_CODE_LANGS = {"text", "txt", "json", "toml", "yaml", "ini"}
+NOT_CODE_LANGS = {"text", "txt", "json", "toml", "yaml", "ini", "mermaid"}
 
 # Shell steps that set up the environment the test already runs in: not run.
 INSTALL_STEP = re.compile(
@@ -66,7 +68,7 @@ INSTALL_STEP = re.compile(
     r"|^(?:\.|source)\s+\S*activate\s*$"
 )
 RUNNABLE_STEP = re.compile(r"^(?:vecfast|python3?)(?:\s|$)")
-MARKER = re.compile(r"^<!--\s*readme-test:\s*(?P<body>.*?)\s*-->$")
+MARKER = re.compile(r"^<!--\s*docs-test:\s*(?P<body>.*?)\s*-->$")
 DIRECTIVE = re.compile(r"^(?P<kind>skip|append-args|creates)\b\s*(?P<rest>.*)$")
 REASON = re.compile(r"^(?P<head>.*?)\s*\((?P<reason>[^()]*(?:\([^()]*\)[^()]*)*)\)$")
 
@@ -77,6 +79,8 @@ TMPDIR_CACHES = re.compile(r"^(torchinductor_|\.ses$)")
 
 @dataclass
 class Block:
+    page: str
+    """The page's path in the repository."""
     line: int
     """1-based line of the opening fence."""
     heading: str
@@ -90,14 +94,14 @@ class Block:
     @property
     def id(self) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", self.heading.lower()).strip("-") or "top"
-        return f"L{self.line}-{slug}"
+        return f"{self.page}:L{self.line}-{slug}"
 
     @property
     def where(self) -> str:
-        return f"README.md:{self.line} ({self.heading or 'top'}, ```{self.lang})"
+        return f"{self.page}:{self.line} ({self.heading or 'top'}, ```{self.lang})"
 
 
-def parse_readme(text: str) -> list[Block]:
+def parse_page(text: str, page: str = "README.md") -> list[Block]:
     """The fenced code blocks of ``text``, with their section heading and markers."""
     blocks: list[Block] = []
     lines = text.splitlines()
@@ -115,7 +119,9 @@ def parse_readme(text: str) -> list[Block]:
         j = i + 1
         while j < len(lines) and not (lines[j].startswith(close) and not lines[j].strip(close[0]).strip()):
             j += 1
-        block = Block(line=i + 1, heading=heading, lang=fence.group(2).lower(), code="\n".join(lines[i + 1 : j]) + "\n")
+        block = Block(
+            page=page, line=i + 1, heading=heading, lang=fence.group(2).lower(), code="\n".join(lines[i + 1 : j]) + "\n"
+        )
         k = i - 1
         while k >= 0 and (marker := MARKER.match(lines[k].strip())):
             _apply_marker(block, marker.group("body"))
@@ -128,22 +134,35 @@ def parse_readme(text: str) -> list[Block]:
 def _apply_marker(block: Block, body: str) -> None:
     directive = DIRECTIVE.match(body)
     if directive is None:
-        block.marker_errors.append(f"unknown readme-test marker {body!r}: use skip, append-args or creates")
+        block.marker_errors.append(f"unknown docs-test marker {body!r}: use skip, append-args or creates")
         return
     kind, rest = directive.group("kind"), directive.group("rest")
     reason = REASON.match(rest)
     if kind == "creates":
         block.creates.update(path.strip("/") for path in rest.split())
     elif reason is None or not reason.group("reason").strip():
-        block.marker_errors.append(f"readme-test marker {body!r} needs a reason in parentheses at its end")
+        block.marker_errors.append(f"docs-test marker {body!r} needs a reason in parentheses at its end")
     elif kind == "skip":
         block.skip = reason.group("reason").strip()
     else:
         block.append_args.extend(shlex.split(reason.group("head")))
 
 
-BLOCKS = parse_readme(README.read_text())
-RUN_BLOCKS = [b for b in BLOCKS if b.lang in PYTHON_LANGS | SHELL_LANGS]
+BLOCKS = [block for path in PAGES for block in parse_page(path.read_text(), str(path.relative_to(ROOT)))]
+
+
+def _first_of_each(blocks: list[Block]) -> list[Block]:
+    """A snippet that two pages show alike (the README's two commands, Getting started's) runs once."""
+    seen, out = set(), []
+    for b in blocks:
+        key = (b.lang, b.code, b.skip, tuple(b.append_args), frozenset(b.creates))
+        if key not in seen:
+            seen.add(key)
+            out.append(b)
+    return out
+
+
+RUN_BLOCKS = _first_of_each([b for b in BLOCKS if b.lang in PYTHON_LANGS | SHELL_LANGS])
 
 
 # --- the block's command ----------------------------------------------------------------
@@ -167,7 +186,7 @@ def shell_steps(block: Block) -> list[str]:
 def block_command(block: Block, script_dir: Path) -> list[str] | None:
     """What to run for ``block``; None where it holds install steps only."""
     if block.lang in PYTHON_LANGS:
-        script = script_dir / f"readme_L{block.line}.py"
+        script = script_dir / f"block_L{block.line}.py"
         script.write_text(block.code)
         return [sys.executable, str(script)]
     runnable = []
@@ -177,7 +196,7 @@ def block_command(block: Block, script_dir: Path) -> list[str] | None:
         if not RUNNABLE_STEP.match(step):
             pytest.fail(
                 f"{block.where}: the test cannot run `{step}`; it runs `vecfast ...` and `python ...` commands "
-                "and skips installs. Run it that way, or mark the block `<!-- readme-test: skip (why) -->`."
+                "and skips installs. Run it that way, or mark the block `<!-- docs-test: skip (why) -->`."
             )
         runnable.append(" ".join([step, *map(shlex.quote, block.append_args)]))
     if not runnable:
@@ -196,11 +215,11 @@ def leftovers(directory: Path, allowed: set[str] | re.Pattern[str]) -> list[str]
 
 
 def processes_tagged(tag: str) -> list[psutil.Process]:
-    """Processes whose environment holds ``VECFAST_README_TEST=tag``: the run and all it started."""
+    """Processes whose environment holds ``VECFAST_DOCS_TEST=tag``: the run and all it started."""
     found = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
-            if proc.environ().get("VECFAST_README_TEST") == tag:
+            if proc.environ().get("VECFAST_DOCS_TEST") == tag:
                 found.append(proc)
     return found
 
@@ -233,7 +252,7 @@ def run_block(
         **os.environ,
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         "TMPDIR": str(tmpdir),
-        "VECFAST_README_TEST": tag,
+        "VECFAST_DOCS_TEST": tag,
     }
     proc = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -258,20 +277,27 @@ def _tail(stdout: str, stderr: str) -> str:
 
 @dataclass
 class Workspace:
-    """The one directory every block runs in, and what the blocks run so far are documented to leave there."""
+    """The one directory a page's blocks run in, and what its blocks run so far are documented to leave there."""
 
     cwd: Path
     created: set[str] = field(default_factory=set)
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    return Workspace(tmp_path_factory.mktemp("readme-cwd"))
+def workspaces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Workspace]:
+    return {}
+
+
+@pytest.fixture
+def workspace(block: Block, workspaces: dict[str, Workspace], tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    if block.page not in workspaces:
+        workspaces[block.page] = Workspace(tmp_path_factory.mktemp("docs-cwd"))
+    return workspaces[block.page]
 
 
 @pytest.mark.timeout(TIMEOUT_S + 30)
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=[b.id for b in RUN_BLOCKS])
-def test_readme_block_runs_as_pasted(block: Block, tmp_path: Path, workspace: Workspace) -> None:
+def test_documented_block_runs_as_pasted(block: Block, tmp_path: Path, workspace: Workspace) -> None:
     assert not block.marker_errors, f"{block.where}: " + "; ".join(block.marker_errors)
     if block.skip is not None:
         pytest.skip(f"{block.where} marked skip: {block.skip}")
@@ -284,7 +310,7 @@ def test_readme_block_runs_as_pasted(block: Block, tmp_path: Path, workspace: Wo
     left = leftovers(cwd, workspace.created)
     assert not left, (
         f"{block.where} left {left} in its working directory; a vecfast env must not write there, and files "
-        "a block documents writing are listed in `<!-- readme-test: creates PATH -->`"
+        "a block documents writing are listed in `<!-- docs-test: creates PATH -->`"
     )
     missing = sorted(path for path in block.creates if not (cwd / path).exists())
     assert not missing, f"{block.where} is marked as creating {missing}, which it did not"
@@ -293,40 +319,40 @@ def test_readme_block_runs_as_pasted(block: Block, tmp_path: Path, workspace: Wo
     assert not outliving, f"{block.where}: processes outlived the run by 5 s:\n" + "\n".join(outliving)
 
 
-def test_every_readme_block_is_run_or_says_why_not(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_documented_block_is_run_or_says_why_not(capsys: pytest.CaptureFixture[str]) -> None:
     """Every block has a language; the skipped ones are few, give a reason, and are listed here."""
     unlabeled = [b.where for b in BLOCKS if not b.lang]
     assert not unlabeled, f"code blocks without a language (```python, ```bash, ```text, ...): {unlabeled}"
     unknown = [b.where for b in BLOCKS if b.lang not in PYTHON_LANGS | SHELL_LANGS | NOT_CODE_LANGS]
     assert not unknown, f"code blocks in a language this test neither runs nor knows as text: {unknown}"
     misplaced = [b.where for b in BLOCKS if b.lang in NOT_CODE_LANGS and (b.skip or b.append_args or b.creates)]
-    assert not misplaced, f"readme-test markers on blocks that are not run: {misplaced}"
+    assert not misplaced, f"docs-test markers on blocks that are not run: {misplaced}"
     skipped = [b for b in RUN_BLOCKS if b.skip is not None]
     with capsys.disabled():
-        print(f"\nREADME: {len(RUN_BLOCKS)} runnable blocks, {len(skipped)} marked skip:")
+        print(f"\nREADME and docs: {len(RUN_BLOCKS)} runnable blocks, {len(skipped)} marked skip:")
         for b in skipped:
             print(f"  {b.where}: {b.skip}")
-    assert len(skipped) <= MAX_SKIPPED, f"{len(skipped)} README blocks are marked skip (at most {MAX_SKIPPED})"
-    assert len(RUN_BLOCKS) - len(skipped) >= 5, "the README's snippets went missing from this test"
+    assert len(skipped) <= MAX_SKIPPED, f"{len(skipped)} documented blocks are marked skip (at most {MAX_SKIPPED})"
+    assert len(RUN_BLOCKS) - len(skipped) >= 5, "the documented snippets went missing from this test"
 
 
 def test_parser_reads_markers_and_fences() -> None:
     text = (
         "# A\n"
-        "<!-- readme-test: skip (slow (~1 h)) -->\n"
+        "<!-- docs-test: skip (slow (~1 h)) -->\n"
         "```python\nprint(1)\n```\n"
         "## B\n"
-        "<!-- readme-test: creates runs/ out.txt -->\n"
-        "<!-- readme-test: append-args --seconds 0.5 (short) -->\n"
+        "<!-- docs-test: creates runs/ out.txt -->\n"
+        "<!-- docs-test: append-args --seconds 0.5 (short) -->\n"
         "```bash\npython3 -m venv .venv && . .venv/bin/activate && pip install -e . && vecfast bench X \\\n"
         "  --num-envs 2\n```\n"
         "````text\n```\n````\n"
-        "<!-- readme-test: sikp (typo) -->\n"
+        "<!-- docs-test: sikp (typo) -->\n"
         "```sh\nls\n```\n"
     )
-    a, b, c, d = parse_readme(text)
+    a, b, c, d = parse_page(text, "x.md")
     assert (a.line, a.heading, a.lang, a.skip, a.code) == (3, "A", "python", "slow (~1 h)", "print(1)\n")
     assert (b.heading, b.creates, b.append_args, b.skip) == ("B", {"runs", "out.txt"}, ["--seconds", "0.5"], None)
     assert [s for s in shell_steps(b) if not INSTALL_STEP.match(s)] == ["vecfast bench X --num-envs 2"]
     assert (c.lang, c.code) == ("text", "```\n")
-    assert d.marker_errors and b.id == "L9-b"
+    assert d.marker_errors and b.id == "x.md:L9-b"
