@@ -784,6 +784,28 @@ def test_results_for_autoreset_modes(make_vec: Any, mode: str, kind: str) -> Non
     run_scenario(make_vec, f"autoreset_{mode}_{kind}")
 
 
+def test_disabled_autoreset_steps_an_env_whose_episode_ended_as_gymnasium_does(make_vec: Any) -> None:
+    """Under ``DISABLED`` gymnasium steps an env whose episode ended without a reset (what that returns is the env's
+    business: CartPole warns and goes on); vecfast is no stricter. Old behaviour: a ValueError."""
+
+    def fifteen_steps(vec: Any) -> list[tuple[np.ndarray, ...]]:
+        vec.reset(seed=0)
+        steps = [vec.step(np.zeros(2, dtype=np.int64))[:4] for _ in range(15)]  # CartPole falls after ~9
+        return [tuple(np.array(part) for part in step) for step in steps]
+
+    make_cartpole = [functools.partial(gym.make, "CartPole-v1")] * 2
+    got = fifteen_steps(make_vec(make_cartpole, autoreset_mode=AutoresetMode.DISABLED))
+    reference = AsyncVectorEnv(make_cartpole, context=CONTEXT, autoreset_mode=AutoresetMode.DISABLED)
+    try:
+        expected = fifteen_steps(reference)
+    finally:
+        reference.close()
+    assert any(terminated.any() for _, _, terminated, _ in expected[:10])
+    for step, want in zip(got, expected, strict=True):
+        for part, wanted in zip(step, want, strict=True):
+            np.testing.assert_array_equal(part, wanted)
+
+
 def test_reset_mask_is_validated_as_gymnasium_does(make_vec: Any) -> None:
     vec = make_vec(probe_fns(), autoreset_mode=AutoresetMode.DISABLED)
     vec.reset(seed=0)

@@ -277,8 +277,6 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         self._envs = EnvStates(
             self.num_envs,
             ResultCounters(views),
-            self._terminations,
-            self._truncations,
             pickled_obs,
             track_jobs=self.restart_failed_workers,
         )
@@ -552,12 +550,6 @@ class AsyncSharedMemVectorEnv(VectorEnv):
         rows = self._rows(ids)
         if self._envs.any_failed and len(stale := self._envs.in_state(EnvState.FAILED, ids)):
             raise RuntimeError(f"envs {stale.tolist()} raised during their last step or reset: reset them first")
-        if self.autoreset_mode == AutoresetMode.DISABLED and len(done := self._envs.in_state(EnvState.OVER, ids)):
-            done = done.tolist()
-            raise ValueError(
-                f"envs {done} finished their episodes and autoreset_mode is DISABLED: "
-                "reset them with reset(options={'reset_mask': mask}) before stepping"
-            )
         space = self._batched_action_space(len(ids))
         if self.check_actions:
             check_action_batch(space, actions, ids)

@@ -1,10 +1,10 @@
 """The owner's one record of every env: a state per env, and the only code that changes it.
 
-Each env is in one :class:`EnvState`. Idle envs say whether they can step (READY), have ended
-their episode (OVER) or raised in their last job (FAILED); the others are in a job a worker has
-not finished (RUNNING) or hold results for the caller (DONE)::
+Each env is in one :class:`EnvState`. Idle envs say whether they can step (READY) or raised in
+their last job (FAILED); the others are in a job a worker has not finished (RUNNING) or hold
+results for the caller (DONE)::
 
-    READY/OVER ---step--> RUNNING ---worker finished--> DONE ---taken--> READY | OVER | FAILED
+    READY ---step--> RUNNING ---worker finished--> DONE ---taken--> READY | FAILED
     any idle ----reset--> RUNNING                               (by the job's results)
     RUNNING --lost (its worker died or stalled and was replaced)--> RUNNING, its job sent again
 
@@ -30,20 +30,19 @@ from vecfast.vector.shared_buffers import PickledBuffer
 class EnvState:
     """Where an env is (plain ints: read on every step, where enum lookups cost microseconds)."""
 
-    READY = 0  # idle; it can step (0 and 1: a job's "episode over" flag is the state it leaves)
-    OVER = 1  # idle; its episode ended in its last job (stepping it needs a reset under AutoresetMode.DISABLED)
-    FAILED = 2  # idle; it raised in its last job: its row is stale until it is reset
-    RUNNING = 3  # in a job that a worker has not finished
-    DONE = 4  # finished; its results are held for the caller
+    READY = 0  # idle; it can step (also an env whose episode ended: under AutoresetMode.DISABLED, as gymnasium
+    # does, stepping it is left to the env)
+    FAILED = 1  # idle; it raised in its last job: its row is stale until it is reset
+    RUNNING = 2  # in a job that a worker has not finished
+    DONE = 3  # finished; its results are held for the caller
 
-    IDLE_MAX = FAILED  # READY, OVER and FAILED are the idle states
+    IDLE_MAX = FAILED  # READY and FAILED are the idle states
 
 
 class EnvStates:
     """Per-env state of a vector env's envs, changed only through the transitions below.
 
-    ``counters``: what the workers finished; ``terminated``/``truncated``: the shared result rows that
-    decide whether an env is OVER once its results are taken. ``track_jobs``: keep each RUNNING env's job code
+    ``counters``: what the workers finished. ``track_jobs``: keep each RUNNING env's job code
     (:attr:`job`), which sending a lost job again needs.
     """
 
@@ -51,15 +50,12 @@ class EnvStates:
         self,
         num_envs: int,
         counters: ResultCounters,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
         pickled_obs: PickledBuffer | None,
         track_jobs: bool = False,
     ) -> None:
         self.state = np.full(num_envs, EnvState.READY, np.int8)  # read freely; written only here
         self.any_failed = False  # whether some env is FAILED (checked before every step: a bool is cheapest)
         self._counters = counters
-        self._terminated, self._truncated = terminated, truncated
         self._collected = np.zeros(num_envs, np.int64)  # the jobs of each env that the owner has seen finish
         self._finished_at = np.zeros(num_envs, np.int64)  # finishing order of DONE envs, for recv
         self._finish_count = 0
@@ -145,9 +141,9 @@ class EnvStates:
         self._finish_count += 1
 
     def take(self, ids: np.ndarray | slice) -> tuple[list[tuple[int, dict[str, Any]]], EnvFailure | None]:
-        """DONE envs -> READY, OVER (their results say the episode ended) or FAILED (they raised): their infos in env
+        """DONE envs -> READY, or FAILED where they raised: their infos in env
         order, and the first failure among them."""
-        self.state[ids] = self._terminated[ids] | self._truncated[ids]  # READY (0) or OVER (1)
+        self.state[ids] = EnvState.READY
         if not self._infos and not self._failures:
             return [], None
         if isinstance(ids, slice):

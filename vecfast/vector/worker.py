@@ -276,9 +276,8 @@ class _Worker:
 
         def step_env(k: int, env_index: int, action: Any) -> StepResult:
             env = envs[k]
+            # NEXT_STEP's reset, or a replaced env's (under DISABLED an ended episode is stepped, as gymnasium does)
             if needs_reset[k]:
-                if not next_step_reset:  # DISABLED: the owner refuses this before sending
-                    raise RuntimeError("stepped a finished episode without resetting it")
                 obs, info = env.reset()
                 reward, terminated, truncated = 0.0, False, False
             else:
@@ -289,7 +288,7 @@ class _Worker:
                     final_obs, final_info = obs, info
                     obs, reset_info = env.reset()
                     info = {"final_obs": final_obs, "final_info": final_info, **reset_info}
-            needs_reset[k] = not same_step_reset and bool(terminated or truncated)
+            needs_reset[k] = next_step_reset and bool(terminated or truncated)
             last_obs[k] = obs
             return obs, reward, terminated, truncated, info
 
