@@ -416,7 +416,7 @@ def test_agents_never_enter_or_cross_solids(scene_dir: Path) -> None:
             fractions = np.linspace(0.0, 1.0, 30)[None, :, None]
             cells = ((before[:, None] + fractions * (after - before)[:, None]) / RESOLUTION).astype(int)
             for i in np.flatnonzero(stepped):
-                scene = scenes[sim.bank.slot_path[int(sim.slot[i])].name]
+                scene = scenes[sim.bank.place_path[int(sim.place[i])].name]
                 crossed = scene.occupancy[cells[i, :, 1], cells[i, :, 0]]
                 assert not crossed.any(), f"env {i} crossed a solid going from {before[i]} to {after[i]}"
                 assert scene.walkable[cells[i, -1, 1], cells[i, -1, 0]], f"env {i} stands at {after[i]}"
@@ -473,7 +473,7 @@ def test_scene_rotation_visits_the_dataset_with_bounded_residency(scene_dir: Pat
                 obs, *_ = env.step(rng.choice(4, size=8, p=[0.3, 0.5, 0.1, 0.1]))
                 resident = [name for name in env.resident_scenes if name]
                 assert len(resident) <= 4 + 1 and len(set(resident)) == len(resident)
-                seen.update(env.sim.bank.slot_path[s].stem for s in env.sim.slot.tolist())
+                seen.update(env.sim.bank.place_path[s].stem for s in env.sim.place.tolist())
                 trace.append(obs["pointgoal_with_gps_compass"].copy())
         finally:
             env.close()
@@ -497,7 +497,7 @@ def test_ranks_given_their_scene_shards_train_on_disjoint_scenes_that_cover_the_
         try:
             env.reset(seed=0)
             for _ in range(20):  # STOP ends every episode: a group of 32 rotates every 8 steps
-                seen.update(sim.bank.slot_path[s].stem for s in sim.slot.tolist())
+                seen.update(sim.bank.place_path[s].stem for s in sim.place.tolist())
                 env.step(np.zeros(64, np.int64))
         finally:
             env.close()
@@ -567,10 +567,10 @@ def test_make_vec_returns_numpy_as_gymnasium_vector_envs_do(scene_dir: Path) -> 
         envs.close()
 
 
-def test_a_single_env_rotates_scenes_in_one_slot(scene_dir: Path) -> None:
+def test_a_single_env_rotates_scenes_in_one_place(scene_dir: Path) -> None:
     env = PointNavEnv(scenes=scene_dir, rotation_episodes=2, width=8, height=8)
     try:
-        assert len(env.sim.bank.resident) == 1  # a group of one env moves at once: no spare slot
+        assert len(env.sim.bank.resident) == 1  # a group of one env moves at once: no spare place
         seen = []
         env.reset(seed=0)
         for _ in range(8):

@@ -67,7 +67,7 @@ def test_the_geodesic_oracle_succeeds_everywhere_with_spl_near_one(split_dir: Pa
     try:
         env.reset(seed=0)
         for _ in range(2000):
-            scenes.update(sim.bank.slot_path[s].stem for s in sim.slot.tolist())
+            scenes.update(sim.bank.place_path[s].stem for s in sim.place.tolist())
             _, _, _, _, info = env.step(oracle_actions(sim))
             done = info["_success"]
             success += info["success"][done].tolist()

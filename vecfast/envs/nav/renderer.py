@@ -41,14 +41,14 @@ class SceneBatch:
 
     ``boxes`` (N, B, 6): x0, y0, x1, y1, height, texture id; unused rows far away with zero
     size. ``ceiling`` (N,) metres. For RGB: ``textures`` (S, T, 16, 16, 3) uint8 of all
-    resident scenes, ``slot`` (N,) each env's scene in it, ``floor_texture`` and
+    resident scenes, ``place`` (N,) each env's scene in it, ``floor_texture`` and
     ``ceiling_texture`` (N,) texture ids.
     """
 
     boxes: torch.Tensor
     ceiling: torch.Tensor
     textures: torch.Tensor | None = None
-    slot: torch.Tensor | None = None
+    place: torch.Tensor | None = None
     floor_texture: torch.Tensor | None = None
     ceiling_texture: torch.Tensor | None = None
 
@@ -62,7 +62,7 @@ class SceneBatch:
             self.boxes[envs],
             self.ceiling[envs],
             self.textures,
-            part(self.slot),
+            part(self.place),
             part(self.floor_texture),
             part(self.ceiling_texture),
         )
@@ -216,7 +216,7 @@ class BatchRenderer:
         scene: SceneBatch,
     ) -> torch.Tensor:
         """Texture lookup at each pixel's hit point, shaded by the kind of surface."""
-        assert scene.textures is not None and scene.slot is not None
+        assert scene.textures is not None and scene.place is not None
         assert scene.floor_texture is not None and scene.ceiling_texture is not None
         n = pos.shape[0]
         on_box = box_depth <= depth
@@ -235,7 +235,7 @@ class BatchRenderer:
         num_textures, size = scene.textures.shape[1], scene.textures.shape[2]
         tu = (u * TEXELS_PER_METRE).floor_().long().remainder_(size)
         tv = (v * TEXELS_PER_METRE).floor_().long().remainder_(size)
-        flat = ((scene.slot[:, None, None] * num_textures + texture) * size + tv) * size + tu
+        flat = ((scene.place[:, None, None] * num_textures + texture) * size + tv) * size + tu
         colour = scene.textures.reshape(-1, 3).index_select(0, flat.view(-1)).view(*flat.shape, 3)
         shade = torch.where(
             front,

@@ -406,7 +406,7 @@ def make_scenes(num: int, seed: int, out_dir: str | Path, open_rooms: bool = Fal
 
 
 def write_index(scene_dir: Path) -> None:
-    """Record the scene files and the largest grid, so envs can size their slots without opening every file."""
+    """Record the scene files and the largest grid, so envs can size their places without opening every file."""
     entries = []
     for path in sorted(scene_dir.glob("*.npz")):
         with np.load(path) as data:
@@ -421,7 +421,7 @@ def write_index(scene_dir: Path) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class SceneIndex:
-    """A scene directory's files and the largest grid and box count among them (to size resident slots)."""
+    """A scene directory's files and the largest grid and box count among them (to size resident places)."""
 
     files: list[Path]
     grid_shape: tuple[int, int]
@@ -431,7 +431,7 @@ class SceneIndex:
         """Part ``part`` of ``parts`` disjoint parts of the files that together are all of them (every
         ``parts``-th file from the ``part``-th), so that the ranks of a distributed run train on different
         scenes. A set of fewer files than parts gives each part one file (parts then share files).
-        Slots stay sized for the whole set."""
+        Places stay sized for the whole set."""
         if not 0 <= part < parts:
             raise ValueError(f"scene_shard must be (part, parts) with 0 <= part < parts, got {(part, parts)}")
         return dataclasses.replace(self, files=self.files[part % len(self.files) :: parts])

@@ -6,8 +6,8 @@ loops run only over scene groups, and only when a group changes scene.
 
 Envs are split into groups of ``max_envs_per_scene``; a group shares one scene. After a
 group has started ``rotation_episodes`` episodes on its scene, the next scene of the
-dataset is installed in a free slot and each env of the group moves to it when its episode
-ends; the old slot is released once no env is left on it. Which scene and which episode an
+dataset is installed in a free place and each env of the group moves to it when its episode
+ends; the old place is released once no env is left on it. Which scene and which episode an
 env gets depends only on the seed, the actions and the episode counts, never on timing.
 """
 
@@ -84,23 +84,23 @@ class NavSim:
         num_scenes = len(index.files)
         self.rotating = num_scenes > self.num_groups
         self.rotation_episodes = rotation_episodes or 4 * max_envs_per_scene
-        # One spare slot receives a group's next scene while the group's envs finish their episodes on the old one;
+        # One spare place receives a group's next scene while the group's envs finish their episodes on the old one;
         # groups of one env move at once, so they need none.
         spare = 1 if self.rotating and min(n, max_envs_per_scene) > 1 else 0
-        num_slots = self.num_groups + spare if self.rotating else num_scenes
-        self.bank = SceneBank(index, num_slots, scene_seed, dev)
+        num_places = self.num_groups + spare if self.rotating else num_scenes
+        self.bank = SceneBank(index, num_places, scene_seed, dev)
         self.renderer = BatchRenderer(cfg.height, cfg.width, cfg.hfov_deg, cfg.camera_height, cfg.max_depth, dev)
         self.env_group = torch.arange(n, device=dev) // max_envs_per_scene
         self.group_sizes = torch.bincount(self.env_group, minlength=self.num_groups).tolist()
-        self.group_slot = [self.bank.install_next() for _ in range(min(self.num_groups, num_scenes))]
-        self.group_slot = [self.group_slot[g % len(self.group_slot)] for g in range(self.num_groups)]
+        self.group_place = [self.bank.install_next() for _ in range(min(self.num_groups, num_scenes))]
+        self.group_place = [self.group_place[g % len(self.group_place)] for g in range(self.num_groups)]
         self.group_next: list[int | None] = [None] * self.num_groups
         self.group_episodes = torch.zeros(self.num_groups, dtype=torch.long, device=dev)
 
         def zeros(dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(n, dtype=dtype, device=dev)
 
-        self.slot = torch.tensor(self.group_slot, device=dev)[self.env_group]
+        self.place = torch.tensor(self.group_place, device=dev)[self.env_group]
         self.pos = torch.zeros((n, 2), device=dev)
         self.heading = zeros()
         self.goal = torch.zeros((n, 2), device=dev)
@@ -126,15 +126,15 @@ class NavSim:
         """Start a new episode in the envs of ``mask`` (N,) bool, moving them to their group's next scene if any."""
         if self.rotating:
             self._rotate(mask)
-        slot = self.slot
+        place = self.place
         num_episodes = self.bank.episodes.shape[1]
         choice = _mix32((self.seeds + self.episode_count * 0x27D4EB2D) & _M32) % num_episodes
-        episode = self.bank.episodes[slot, choice]  # (N, 6)
+        episode = self.bank.episodes[place, choice]  # (N, 6)
         m = mask[:, None]
         self.pos = torch.where(m, episode[:, 0:2], self.pos)
         self.heading = torch.where(mask, episode[:, 2], self.heading)
         self.goal = torch.where(m, episode[:, 3:5], self.goal)
-        self.goal_index = torch.where(mask, self.bank.episode_goal[slot, choice], self.goal_index)
+        self.goal_index = torch.where(mask, self.bank.episode_goal[place, choice], self.goal_index)
         distance = self.geodesic(self.pos)
         self.distance = torch.where(mask, distance, self.distance)
         self.start_distance = torch.where(mask, distance, self.start_distance)
@@ -153,41 +153,41 @@ class NavSim:
         group_resets = torch.bincount(self.env_group[mask], minlength=self.num_groups).tolist()
         for g in range(self.num_groups):
             if episodes[g] >= self.rotation_episodes and self.group_next[g] is None:
-                old = self.group_slot[g]
-                if group_resets[g] == self.group_sizes[g] and self.group_slot.count(old) == 1:
-                    self.bank.release(old)  # the whole group leaves its scene now: reuse the slot
-                slot = self.bank.install_next()
-                if slot is None:
-                    break  # every slot is taken: try again when one is released
-                self.group_next[g] = slot
+                old = self.group_place[g]
+                if group_resets[g] == self.group_sizes[g] and self.group_place.count(old) == 1:
+                    self.bank.release(old)  # the whole group leaves its scene now: reuse the place
+                place = self.bank.install_next()
+                if place is None:
+                    break  # every place is taken: try again when one is released
+                self.group_next[g] = place
                 self.group_episodes[g] = 0
         moving = [g for g in range(self.num_groups) if self.group_next[g] is not None]
         if not moving:
             return
-        next_slot = torch.tensor([s if s is not None else -1 for s in self.group_next], device=self.device)
-        target = next_slot[self.env_group]
-        self.slot = torch.where(mask & (target >= 0), target, self.slot)
-        on_next = torch.bincount(self.env_group[self.slot == target], minlength=self.num_groups).tolist()
+        next_place = torch.tensor([s if s is not None else -1 for s in self.group_next], device=self.device)
+        target = next_place[self.env_group]
+        self.place = torch.where(mask & (target >= 0), target, self.place)
+        on_next = torch.bincount(self.env_group[self.place == target], minlength=self.num_groups).tolist()
         for g in moving:
             if on_next[g] == self.group_sizes[g]:
-                self.group_slot[g] = self.group_next[g]
+                self.group_place[g] = self.group_next[g]
                 self.group_next[g] = None
-        in_use = set(self.slot.unique().tolist()) | {s for s in self.group_next if s is not None}
-        for slot, path in enumerate(self.bank.slot_path):
-            if path is not None and slot not in in_use:
-                self.bank.release(slot)
+        in_use = set(self.place.unique().tolist()) | {s for s in self.group_next if s is not None}
+        for place, path in enumerate(self.bank.place_path):
+            if path is not None and place not in in_use:
+                self.bank.release(place)
 
     # ------------------------------------------------------------------ dynamics
 
     def _flat_cell(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(flat index into the slot grids, inside the grid) of the cells containing ``pos`` (..., 2)."""
+        """(flat index into the place grids, inside the grid) of the cells containing ``pos`` (..., 2)."""
         res = self.bank.resolution
         col = torch.floor(pos[..., 0] / res).long()
         row = torch.floor(pos[..., 1] / res).long()
         inside = (col >= 0) & (col < self.grid_cols) & (row >= 0) & (row < self.grid_rows)
         col, row = col.clamp(0, self.grid_cols - 1), row.clamp(0, self.grid_rows - 1)
-        slot = self.slot.view(-1, *([1] * (pos.dim() - 2)))
-        return (slot * self.grid_rows + row) * self.grid_cols + col, inside
+        place = self.place.view(-1, *([1] * (pos.dim() - 2)))
+        return (place * self.grid_rows + row) * self.grid_cols + col, inside
 
     def walkable_at(self, pos: torch.Tensor) -> torch.Tensor:
         """Whether the agent's centre may be at ``pos`` (N, ..., 2), each env in its own scene."""
@@ -207,7 +207,7 @@ class NavSim:
         wx = (fx - x0).clamp(0, 1)
         wy = (fy - y0).clamp(0, 1)
         num_goals = self.bank.fields.shape[1]
-        base = (self.slot * num_goals + self.goal_index) * rows * cols
+        base = (self.place * num_goals + self.goal_index) * rows * cols
         x0l, y0l = x0.long(), y0.long()
         own_col = torch.floor(pos[:, 0] / res).long().clamp(0, cols - 1)
         own_row = torch.floor(pos[:, 1] / res).long().clamp(0, rows - 1)
@@ -282,14 +282,14 @@ class NavSim:
 
     def observe(self) -> dict[str, torch.Tensor]:
         """Depth (N, H, W, 1), optional RGB (N, H, W, 3) and the goal in polar coordinates (N, 2)."""
-        bank, slot = self.bank, self.slot
+        bank, place = self.bank, self.place
         scene = SceneBatch(
-            boxes=bank.boxes[slot],
-            ceiling=bank.ceiling[slot],
+            boxes=bank.boxes[place],
+            ceiling=bank.ceiling[place],
             textures=bank.textures,
-            slot=slot,
-            floor_texture=bank.floor_texture[slot],
-            ceiling_texture=bank.ceiling_texture[slot],
+            place=place,
+            floor_texture=bank.floor_texture[place],
+            ceiling_texture=bank.ceiling_texture[place],
         )
         heading = self.heading.double()
         depth, rgb = self.renderer.render(self.pos, heading, scene, rgb=self.config.rgb)

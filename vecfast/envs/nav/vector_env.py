@@ -168,7 +168,7 @@ class BatchedPointNavEnv(VectorEnv):
 
     @property
     def resident_scenes(self) -> list[str]:
-        """Names of the scenes held in memory, by slot (``""`` for a free slot)."""
+        """Names of the scenes held in memory, by place (``""`` for a free place)."""
         return self.sim.bank.resident
 
     def close_extras(self, **kwargs: Any) -> None:
