@@ -22,11 +22,11 @@ Targets (``--target`` and ``--steps``/``--frames`` override them):
     python benchmarks/learning_seeds.py CartPole-v1 --ray-nodes 2 --seeds 0-4 --json FILE   # samplers on Ray
     python benchmarks/learning_seeds.py CartPole-v1 --algo ddppo --num-processes 2 \
         --json benchmarks/results/learning_seeds_cartpole_ddppo.json \
-        --curves benchmarks/results/learning_seeds/cartpole_ddppo
+        --curves benchmarks/results/learning_curves_cartpole_ddppo.csv
 
-``--curves DIR`` keeps each seed's learning curve, compact enough to commit, for ``vecfast plot DIR/seed*``:
-DIR/seed<N>/config.json (the run's) and DIR/seed<N>/metrics.jsonl with only the keys in ``CURVE_KEYS``,
-thinned to at most ``CURVE_ROWS`` evenly spaced rows (the last always kept).
+``--curves FILE.csv`` appends each seed's learning curve to FILE (a ``run`` column, ``seed<N>``, and the keys in
+``CURVE_KEYS``), thinned to at most ``CURVE_ROWS`` evenly spaced rows (the last always kept): data to commit and
+draw with ``benchmarks/plot_csv.py FILE... --median``, not run directories.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # --ray-nodes' token authentication, read when ray is imported
-from common import parse_overrides, parse_seeds  # noqa: E402
+from common import append_row, parse_overrides, parse_seeds  # noqa: E402
 
 import vecfast  # noqa: E402, F401  (registers the vecfast/ ids)
 from vecfast.trainers import train  # noqa: E402
@@ -68,18 +67,12 @@ def thin(rows: list[Any], at_most: int = CURVE_ROWS) -> list[Any]:
     return [rows[round(i * (len(rows) - 1) / (at_most - 1))] for i in range(at_most)]
 
 
-def _compact(value: Any) -> Any:
-    """Floats to 4 decimals (seconds, mean returns): the curve file stays small."""
-    return round(value, 4) if isinstance(value, float) else value
-
-
-def write_curve(records: list[dict[str, Any]], config: Path, out: Path) -> None:
-    """``out``/config.json (a copy of ``config``) and ``out``/metrics.jsonl: the rows that have a mean return,
-    with only ``CURVE_KEYS``, thinned (:func:`thin`)."""
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(config, out / "config.json")
-    rows = [{k: _compact(m[k]) for k in CURVE_KEYS if k in m} for m in records if "mean_episode_return" in m]
-    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in thin(rows)))
+def append_curve(records: list[dict[str, Any]], seed: int, out: Path) -> None:
+    """Append to ``out`` (a CSV) the seed's rows that have a mean return, with only ``CURVE_KEYS``, thinned
+    (:func:`thin`)."""
+    rows = [m for m in records if "mean_episode_return" in m]
+    for m in thin(rows):
+        append_row(out, ["run", *CURVE_KEYS], {"run": f"seed{seed}", **{k: m.get(k, "") for k in CURVE_KEYS}})
 
 
 def frame_skip(env_id: str) -> int:
@@ -111,7 +104,7 @@ def run_seed(
         result = train(env_id, algo=algo, total_env_steps=steps, run_dir=run_dir, seed=seed, **launch, **overrides)
         records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         if curves is not None:
-            write_curve(records, run_dir / "config.json", curves / f"seed{seed}")
+            append_curve(records, seed, curves)
     returns = [(m["env_steps"], m.get("env_frames", m["env_steps"]), m["mean_episode_return"])
                for m in records if "mean_episode_return" in m]  # fmt: skip
     reached = next(((s, f) for s, f, r in returns if r >= target), (None, None))
@@ -162,7 +155,7 @@ def main() -> None:
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument("--json", type=Path, help="also write the table and summary here")
     p.add_argument("--keep-runs", type=Path, help="keep each seed's run directory as DIR/seed<N> (default: temporary)")
-    p.add_argument("--curves", type=Path, help="write each seed's thinned learning curve and config to DIR/seed<N>")
+    p.add_argument("--curves", type=Path, help="append each seed's thinned learning curve to this CSV")
     p.add_argument("--num-processes", type=int, help="ranks of a distributed scheme (algo=ddppo), on this machine")
     p.add_argument("--ray-nodes", type=int, help="start this many Ray nodes here (1 CPU each) and sample on them: "
                    "one sampler per node (algo=appo)")  # fmt: skip

@@ -1,0 +1,43 @@
+"""Learning curves as data: learning_seeds.py appends each seed's thinned curve to a CSV, and plot_csv.py draws
+several such files, each file's seeds thin around their median."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from learning_seeds import CURVE_KEYS, append_curve
+
+
+def test_each_seeds_curve_is_appended_thinned_with_its_run(tmp_path: Path) -> None:
+    out = tmp_path / "curves.csv"
+    records = [{"env_steps": 100 * i, "env_frames": 400 * i, "time": 0.5 * i, "episodes": i,
+                "mean_episode_return": float(i)} for i in range(1, 1001)]  # fmt: skip
+    append_curve([{"env_steps": 0, "learning_rate": 1e-3}, *records], 0, out)  # a row without a return: left out
+    append_curve(records[:5], 1, out)
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == ["run", *CURVE_KEYS]
+    first = [r for r in rows if r["run"] == "seed0"]
+    assert len(first) == 300 and first[0]["env_steps"] == "100" and first[-1]["env_steps"] == "100000"
+    assert [r["env_steps"] for r in rows if r["run"] == "seed1"] == ["100", "200", "300", "400", "500"]
+
+
+def test_plot_csv_draws_several_files_with_their_medians(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    files = []
+    for name, slope in (("a", 1.0), ("b", 2.0)):
+        path = tmp_path / f"{name}.csv"
+        for seed in range(3):
+            rows = [{"env_steps": 10 * i, "env_frames": 10 * i, "time": float(i), "episodes": i,
+                     "mean_episode_return": slope * i + seed} for i in range(20)]  # fmt: skip
+            append_curve(rows, seed, path)
+        files.append(str(path))
+    script = Path(__file__).parent / "plot_csv.py"
+    out = tmp_path / "fig.png"
+    done = subprocess.run([sys.executable, str(script), *files, "--x", "env_steps", "--y", "mean_episode_return",
+                           "--median", "--out", str(out)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0 and "of 6 run(s)" in done.stdout
