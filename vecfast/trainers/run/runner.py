@@ -39,16 +39,17 @@ def run(spec: RunSpec, rank: RankInfo | None) -> TrainResult:
     restore_log = chatter.log_to(spec.run_dir)
     with contextlib.ExitStack() as cleanup:  # closed in the reverse order of opening, whatever happens
         cleanup.callback(restore_log)
-        env = _build_env(spec, rank)
+        vectorization = spec.source.vectorization(spec.recipe.scheme_spec.double_buffered)  # (a registry lookup)
+        env = _build_env(spec, vectorization, rank)
         if env is not spec.source.env:  # a given vector env is the caller's to close
             cleanup.callback(env.close)
         state = spec.newest_state()  # (read once: in a launched rank each read is a collective)
-        opened = _open_run(spec, env, state, main=rank is None or rank.is_main)
+        opened = _open_run(spec, env, vectorization, state, main=rank is None or rank.is_main)
         if opened.run_dir is not None:
             cleanup.callback(opened.run_dir.close)
         trainer = _build_trainer(spec, env, opened.cfg, rank, state)
         cleanup.callback(trainer.close)
-        loop = _training_loop(spec, env, opened, trainer, state, cleanup)
+        loop = _training_loop(spec, env, vectorization, opened, trainer, state, cleanup)
         steps_at_start = opened.resumed_at or 0
         stats = loop.run(spec.total_env_steps, spec.live and opened.main, steps_at_start=steps_at_start)
         return TrainResult(opened.path, trainer.model.eval(), stats)
@@ -68,7 +69,7 @@ class OpenedRun:
     resumed_at: int | None
 
 
-def _build_env(spec: RunSpec, rank: RankInfo | None) -> VectorEnv:
+def _build_env(spec: RunSpec, vectorization: str | None, rank: RankInfo | None) -> VectorEnv:
     """The run's vector env: on the Ray cluster that ``ray_address`` names, else on this machine."""
     sampling, source = spec.sampling_config(), spec.source
     if sampling.ray_address is not None:
@@ -76,7 +77,7 @@ def _build_env(spec: RunSpec, rank: RankInfo | None) -> VectorEnv:
     double_buffered = spec.recipe.scheme_spec.double_buffered
     return source.build(
         sampling.num_envs,
-        source.vectorization(double_buffered),
+        vectorization,
         num_workers=sampling.num_workers,
         batch_size=sampling.num_envs // 2 if double_buffered and sampling.num_envs >= 2 else None,
         start_timeout=sampling.env_start_timeout,
@@ -85,7 +86,9 @@ def _build_env(spec: RunSpec, rank: RankInfo | None) -> VectorEnv:
     )
 
 
-def _open_run(spec: RunSpec, env: VectorEnv, state: dict[str, Any] | None, main: bool) -> OpenedRun:
+def _open_run(
+    spec: RunSpec, env: VectorEnv, vectorization: str | None, state: dict[str, Any] | None, main: bool
+) -> OpenedRun:
     """The run directory (rank 0's) with the run's ``config.json``, and its W&B sink if asked for."""
     cfg = spec.layers.config(env.single_observation_space)
     frameskip = _frameskip(env, cfg)
@@ -100,7 +103,7 @@ def _open_run(spec: RunSpec, env: VectorEnv, state: dict[str, Any] | None, main:
             "scheme": spec.recipe.scheme,
             "env": env_name,
             "env_kwargs": dict(spec.source.kwargs),
-            "vectorization": spec.source.vectorization(spec.recipe.scheme_spec.double_buffered),
+            "vectorization": vectorization,
             "total_env_steps": spec.total_env_steps,
             "env_frameskip": frameskip,
             "num_envs": env.num_envs,
@@ -132,6 +135,7 @@ def _build_trainer(
 def _training_loop(
     spec: RunSpec,
     env: VectorEnv,
+    vectorization: str | None,
     opened: OpenedRun,
     trainer: Trainer,
     state: dict[str, Any] | None,
@@ -139,7 +143,6 @@ def _training_loop(
 ) -> TrainingLoop:
     """The loop and its hooks, in order: evaluation while training (rank 0), videos, the run directory's sinks."""
     cfg, source = opened.cfg, spec.source
-    vectorization = source.vectorization(spec.recipe.scheme_spec.double_buffered)
     steps = opened.resumed_at or 0
     hooks: list[Hook] = []
     evaluation = None
