@@ -10,6 +10,7 @@ import torch
 from pettingzoo.classic import tictactoe_v3
 
 from vecfast.multiagent import TurnBasedVectorEnv
+from vecfast.multiagent.slots import SlotLayout
 from vecfast.selfplay import Elo, SnapshotPool, plan_for
 from vecfast.selfplay.league import LEARNER, League, MatchDraw, score_of
 from vecfast.trainers.algorithm.models import ActorCritic
@@ -55,7 +56,7 @@ def test_the_sampler_plays_the_learner_against_itself_and_snapshots_held_in_seat
     for update in (10, 20, 30):  # three snapshots of a learner that changed in between
         perturbed(learner, update)
         weights[pool.snapshot(update).name] = {k: v.clone() for k, v in learner.state_dict().items()}
-    league = RecordingLeague(learner, pool, env.num_agents, num_seats=2)
+    league = RecordingLeague(learner, pool, env.slots, num_seats=2)
     sampler = Sampler(
         env, league.policies, 4, num_rows=3 * env.num_envs, mapping=league.mapping, on_episode_end=league.episode_ended
     )
@@ -111,7 +112,7 @@ def test_a_snapshot_needs_a_free_seat_else_the_match_plays_the_latest_policy() -
     pool = SnapshotPool(learner, lambda: ActorCritic(learner.observation_space, learner.action_space, CFG), seed=0)
     pool.latest_probability = 0.0  # always a snapshot
     first, second = pool.snapshot(1).name, pool.snapshot(2).name
-    league = League(learner, pool, num_agents=2, num_seats=1)
+    league = League(learner, pool, SlotLayout(40, ("player_1", "player_2")), num_seats=1)
     draws = {}
     for match in range(40):  # slot 2 * match is agent 0 of the match
         league.mapping(2 * match, 0)
@@ -138,7 +139,7 @@ def test_seating_a_snapshot_builds_no_module() -> None:
     for update in (1, 2, 3):
         perturbed(learner, update)
         pool.snapshot(update)
-    league = League(learner, pool, num_agents=2, num_seats=1)
+    league = League(learner, pool, env.slots, num_seats=1)
     for episode in range(20):
         league.mapping(0, episode)
         draw = league.draws[(0, episode)]
@@ -214,12 +215,12 @@ def test_a_resumed_league_draws_apart_in_every_rank(monkeypatch: pytest.MonkeyPa
     pool = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.5, seed=0)
     for update in (10, 20, 30):
         pool.snapshot(update)
-    state = League(learner, pool, 2).state_dict()
+    state = League(learner, pool, env.slots).state_dict()
 
     def draws(rank: int) -> list[str]:
         monkeypatch.setattr("vecfast.trainers.base.collective.rank", lambda: rank)
         again = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.5, seed=0)
-        league = League(learner, again, 2)
+        league = League(learner, again, env.slots)
         league.load_state_dict(state)
         return [again.draw().name for _ in range(40)]
 

@@ -245,6 +245,36 @@ def test_reset_and_step_give_a_row_per_slot() -> None:
     env.close()
 
 
+def test_a_reset_mask_restarts_only_the_matches_it_selects() -> None:
+    """The slot env base owns reset's mask for every kind; the turn-based matches had none (a ValueError from AEC)."""
+    env = TurnBasedVectorEnv([connect_four_v3.env] * 2)
+    env.reset(seed=1)
+    obs, _, _, _, info = env.step(np.array([3, 0, 4, 0]))  # player_0 of each match has moved
+    assert obs["observation"][1].sum() == 1 and obs["observation"][3].sum() == 1
+    obs, info = env.reset(options={"reset_mask": np.array([False, False, True, True])})
+    assert obs["observation"][3].sum() == 0 and obs["observation"][1].sum() == 1  # match 1 is new, match 0 plays on
+    assert info["active"].tolist() == [False, False, True, False]  # match 1's first mover; match 0 awaits its own
+    obs, _, _, _, info = env.step(np.array([0, 5, 2, 0]))  # player_1 of match 0 and player_0 of match 1 move
+    assert info["active"].tolist() == [True, False, False, True]
+    with pytest.raises(ValueError, match="a match resets as a whole"):
+        env.reset(options={"reset_mask": np.array([True, False, False, False])})
+    env.close()
+
+
+def test_control_calls_reach_each_slots_match() -> None:
+    env = TurnBasedVectorEnv([tictactoe_v3.env] * 2)
+    assert env.get_attr("possible_agents") == (["player_1", "player_2"],) * 4
+    env.set_attr("label", ["a", "ignored", "b", "ignored"])  # one value per slot: a match takes its first slot's
+    assert env.get_attr("label") == ("a", "a", "b", "b")
+    env.set_attr("label", "c")
+    assert env.get_attr("label") == ("c",) * 4
+    assert env.call("action_space", "player_2") == (spaces.Discrete(9),) * 4
+    with pytest.raises(ValueError, match="one value per slot"):
+        env.set_attr("label", ["a", "b"])
+    assert env.slots.in_turns and not env.slots.reward_shaping
+    env.close()
+
+
 def test_close_closes_the_matches() -> None:
     closed: list[int] = []
 

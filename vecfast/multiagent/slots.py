@@ -26,13 +26,18 @@ class SlotLayout:
     """Slot ``m * num_agents + a`` holds agent ``possible_agents[a]`` of match ``m``.
 
     Holds the per-slot ``agent_id``/``match_id`` arrays every info carries, and the rules
-    that map per-slot seeds, reset masks and control calls onto whole matches. ``in_turns``: the
-    agents of a match act in turns, so ``recv`` returns only the slots whose turn it is (a board
-    game); else every slot acts at every step (parallel matches).
+    that map per-slot seeds and reset masks onto whole matches. It also declares what the env can
+    do, so that a trainer asks the layout rather than the env's class: ``in_turns``, the agents of a
+    match act in turns, so ``recv`` returns only the slots whose turn it is (a board game), else
+    every slot acts at every step (parallel matches); ``reward_shaping``, each slot's env takes its
+    own reward shaping coefficients through ``set_attr("reward_shaping", per_slot)`` (Doom matches).
     """
 
-    def __init__(self, num_matches: int, possible_agents: Sequence[Any], *, in_turns: bool = False) -> None:
+    def __init__(
+        self, num_matches: int, possible_agents: Sequence[Any], *, in_turns: bool = False, reward_shaping: bool = False
+    ) -> None:
         self.in_turns = in_turns
+        self.reward_shaping = reward_shaping
         self.num_matches = num_matches
         self.possible_agents = tuple(possible_agents)
         self.num_agents = len(self.possible_agents)
@@ -41,6 +46,10 @@ class SlotLayout:
         self.match_ids = _read_only(np.repeat(np.arange(num_matches), self.num_agents))
         self.all_slots = _read_only(np.ones(self.num_slots, np.bool_))
 
+    def seat(self, slot: int) -> tuple[int, int]:
+        """The match of ``slot`` and the index of its agent in ``possible_agents``."""
+        return int(self.match_ids[slot]), slot - int(self.match_ids[slot]) * self.num_agents
+
     def add_ids(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Add ``agent_id`` and ``match_id`` (with their all-True masks) to a vector info dict."""
         infos["agent_id"] = self.agent_ids
@@ -48,10 +57,6 @@ class SlotLayout:
         infos["match_id"] = self.match_ids
         infos["_match_id"] = self.all_slots
         return infos
-
-    def per_slot(self, per_match: Sequence[Any]) -> tuple[Any, ...]:
-        """Each match's value repeated for each of its slots."""
-        return tuple(value for value in per_match for _ in range(self.num_agents))
 
     def match_seeds(self, seed: int | Sequence[int | None] | None) -> int | list[int | None] | None:
         """An int stays (match ``m`` gets ``seed + m``); a per-slot list gives each match its first slot's seed."""

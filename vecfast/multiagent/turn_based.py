@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
-from vecfast.multiagent.slot_vector_env import SlotVectorEnv
-from vecfast.vector.action_check import check_action_batch
-from vecfast.vector.batch_rows import info_rows
+from vecfast.multiagent.slot_vector_env import SlotResults, SlotState, SlotVectorEnv
+from vecfast.vector.batch_rows import info_rows, write_rows
 from vecfast.vector.shared_buffers import map_tree
 
 if TYPE_CHECKING:
@@ -37,14 +34,6 @@ class Turn:
     @property
     def ended(self) -> bool:
         return self.terminated or self.truncated
-
-
-class SlotState(enum.IntEnum):
-    """Where a slot is in its send/recv cycle."""
-
-    IDLE = 0  # nothing to return: not its turn, or its action (or reset step) is in
-    READY = 1  # a turn waits for recv
-    WAITING = 2  # recv returned its turn; it owes an action (a move, or the reset step after an end)
 
 
 class Match:
@@ -152,11 +141,8 @@ class TurnBasedVectorEnv(SlotVectorEnv):
         self.matches = [Match(env, m * self.num_agents, self.possible_agents) for m, env in enumerate(envs)]
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
         self.render_mode = None
-        self._state = np.full(self.num_envs, SlotState.IDLE, np.int8)
         self._turns: list[Turn | None] = [None] * self.num_envs  # each slot's latest turn
-        self._zero_obs = map_tree(lambda a: a[0], create_empty_array(obs_space, 1, np.zeros))
-        self._last_obs: list[Any] = [self._zero_obs] * self.num_envs  # what step's rows of slots without a turn hold
-        self._was_reset = False
+        self._zero_obs = map_tree(lambda a: a[0], create_empty_array(obs_space, 1, np.zeros))  # before a first turn
 
     def _common_spaces(self, envs: list[AECEnv]) -> tuple[Any, Any]:
         first = envs[0]
@@ -177,30 +163,20 @@ class TurnBasedVectorEnv(SlotVectorEnv):
                     )
         return obs_space, action_space
 
-    # ----------------------------------------------------------------- EnvPool-style API
-    def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
-        """Reset every match (seeded as the class docstring says); recv returns the first agents to move."""
-        self._check_open()
-        seeds = self.slots.match_seeds(seed)
-        self._state[:] = SlotState.IDLE
-        self._last_obs = [self._zero_obs] * self.num_envs
-        for m, match in enumerate(self.matches):
-            match_seed = seeds[m] if isinstance(seeds, list) else None if seeds is None else int(seeds) + m
-            self._record(match.reset(match_seed, options))
-        self._was_reset = True
+    # ----------------------------------------------------------------- how these matches start, play and report
+    def _start(self, matches: np.ndarray, seeds: list[int | None], options: dict[str, Any] | None) -> None:
+        """Reset ``matches``: the first agent to move in each has a turn waiting; the others wait for theirs (their
+        rows of ``step`` hold zeros until then)."""
+        for m, seed in zip(matches.tolist(), seeds, strict=True):
+            first = self.matches[m].first_slot
+            write_rows(self._last_obs, slice(first, first + self.num_agents), self._zero_obs)
+            self._record(self.matches[m].reset(seed, options))
 
-    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """Play the moves of slots ``env_ids`` (rows of ``actions``); a slot that has just ended resets instead."""
-        self._check_open()
-        ids = self._checked_slots(env_ids)
-        not_waiting = ids[self._state[ids] != SlotState.WAITING]
-        if len(not_waiting):
-            raise AlreadyPendingCallError(self._not_waiting_message(not_waiting), "send")
-        batched = self._actions_space(len(ids))
-        check_action_batch(batched, actions, ids)
-        self._state[ids] = SlotState.IDLE
+    def _send_slots(self, actions: Any, slots: np.ndarray, whole: bool) -> list[np.ndarray]:
+        """Play the moves of ``slots`` at once; a slot that has just ended sends its reset step, and the match starts
+        again once all of its slots have."""
         ended_matches = set()
-        for slot, action in zip(ids.tolist(), iterate(batched, actions), strict=True):
+        for slot, action in zip(slots.tolist(), iterate(self._actions_space(len(slots)), actions), strict=True):
             match = self.matches[slot // self.num_agents]
             if self._turns[slot].ended:
                 ended_matches.add(slot // self.num_agents)
@@ -209,54 +185,55 @@ class TurnBasedVectorEnv(SlotVectorEnv):
         for m in sorted(ended_matches):
             match = self.matches[m]
             first = match.first_slot
-            # game over and every slot idle: each agent has reported the end and sent its reset step
-            if match.over and (self._state[first : first + self.num_agents] == SlotState.IDLE).all():
+            # game over and no slot owing a turn: each agent has reported the end and sent its reset step
+            if match.over and (self._state[first : first + self.num_agents] == SlotState.SENT).all():
                 self._record(match.reset(None, None))
+        return []  # nothing in flight: the next turns are READY
 
-    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Every slot with a turn waiting, in slot order; ``info["env_id"]`` names them (see the class docstring)."""
-        self._check_open()
-        ids = np.flatnonzero(self._state == SlotState.READY)
-        if not len(ids):
-            if not self._was_reset:
-                raise NoAsyncCallError("recv() before any reset: call async_reset() or reset() first", "recv")
-            owing = np.flatnonzero(self._state == SlotState.WAITING).tolist()
-            raise NoAsyncCallError(
-                f"recv() has no turn to return: slots {owing} were returned and owe actions; send() them first",
-                "recv",
-            )
-        self._state[ids] = SlotState.WAITING
-        turns = [self._turns[i] for i in ids.tolist()]
+    def _take_ready(self, slots: np.ndarray) -> SlotResults:
+        """The turns waiting at ``slots``."""
+        turns = [self._turns[i] for i in slots.tolist()]
+        infos: dict[str, Any] = {}
         for turn in turns:
-            self._last_obs[turn.slot] = turn.obs
-        obs = concatenate(
-            self.single_observation_space,
-            [t.obs for t in turns],
-            create_empty_array(self.single_observation_space, len(turns)),
+            self._add_info(infos, turn.info, turn.slot)
+        return SlotResults(
+            slots,
+            concatenate(
+                self.single_observation_space,
+                [t.obs for t in turns],
+                create_empty_array(self.single_observation_space, len(turns)),
+            ),
+            np.array([t.reward for t in turns], np.float64),
+            np.array([t.terminated for t in turns], np.bool_),
+            np.array([t.truncated for t in turns], np.bool_),
+            np.array([not t.ended for t in turns], np.bool_),
+            info_rows(infos, slots),
         )
-        rewards = np.array([t.reward for t in turns], np.float64)
-        terminated = np.array([t.terminated for t in turns], np.bool_)
-        truncated = np.array([t.truncated for t in turns], np.bool_)
-        infos = info_rows(self._infos(turns), ids)
-        infos["env_id"] = ids
-        return obs, rewards, terminated, truncated, infos
 
-    # ----------------------------------------------------------------- gymnasium API
-    def reset(
-        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every match; a row per slot, the first agents to move ``info["active"]``."""
-        self.async_reset(seed=seed, options=options)
-        obs, _, _, _, infos = self._all_slots()
-        return obs, infos
+    def _call_units(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:
+        return [getattr(match.env, name)(*args, **kwargs) for match in self.matches]
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Send every slot that owes an action its row of ``actions``, then recv; a row per slot (class docstring)."""
-        self._check_open()
-        owing = np.flatnonzero(self._state == SlotState.WAITING)
-        if len(owing):
-            self.send(map_tree(lambda a: np.asarray(a)[owing], actions), owing)
-        return self._all_slots()
+    def _get_units(self, name: str) -> Sequence[Any]:
+        return [getattr(match.env, name) for match in self.matches]
+
+    def _set_units(self, name: str, values: list[Any] | Any) -> None:
+        for m, match in enumerate(self.matches):
+            setattr(match.env, name, values[m] if isinstance(values, list) else values)
+
+    def _not_acting_message(self, slots: np.ndarray) -> str:
+        reasons = []
+        for slot in slots.tolist():
+            if self._state[slot] == SlotState.READY:
+                reasons.append(f"slot {slot} has a turn that recv() has not returned yet")
+            else:
+                reasons.append(
+                    f"slot {slot} is not to act: it has acted since recv() returned it, or it is not its turn"
+                )
+        return "; ".join(reasons)
+
+    def _nothing_to_receive_message(self) -> str:
+        owing = np.flatnonzero(self._state == SlotState.ACTING).tolist()
+        return f"recv() has no turn to return: slots {owing} were returned and owe actions; send() them first"
 
     def close_extras(self, **kwargs: Any) -> None:
         for match in self.matches:
@@ -267,43 +244,3 @@ class TurnBasedVectorEnv(SlotVectorEnv):
         for turn in turns:
             self._turns[turn.slot] = turn
             self._state[turn.slot] = SlotState.READY
-
-    def _all_slots(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """recv's turns spread over a row per slot; the rows of slots without a turn are quiet."""
-        obs, rewards, terminated, truncated, infos = self.recv()
-        ids = infos["env_id"]
-        turns = [self._turns[i] for i in ids.tolist()]
-        full_obs = concatenate(
-            self.single_observation_space,
-            self._last_obs,
-            create_empty_array(self.single_observation_space, self.num_envs),
-        )
-        full_rewards = np.zeros(self.num_envs, np.float64)
-        full_terminated = np.zeros(self.num_envs, np.bool_)
-        full_truncated = np.zeros(self.num_envs, np.bool_)
-        full_rewards[ids], full_terminated[ids], full_truncated[ids] = rewards, terminated, truncated
-        return full_obs, full_rewards, full_terminated, full_truncated, self._infos(turns)
-
-    def _infos(self, turns: list[Turn]) -> dict[str, Any]:
-        """A vector info over all slots: ids, the agents' own infos and ``active`` for ``turns``' slots."""
-        infos: dict[str, Any] = {}
-        active = np.zeros(self.num_envs, np.bool_)
-        for turn in turns:
-            self._add_info(infos, turn.info, turn.slot)
-            active[turn.slot] = not turn.ended
-        infos["active"] = active
-        infos["_active"] = self.slots.all_slots
-        return self.slots.add_ids(infos)
-
-    def _not_waiting_message(self, slots: np.ndarray) -> str:
-        if not self._was_reset:
-            return f"send() to slots {slots.tolist()} before any reset: call async_reset() or reset() first"
-        reasons = []
-        for slot in slots.tolist():
-            if self._state[slot] == SlotState.READY:
-                reasons.append(f"slot {slot} has a turn that recv() has not returned yet")
-            else:
-                reasons.append(
-                    f"slot {slot} is not to act: it has acted since recv() returned it, or it is not its turn"
-                )
-        return "; ".join(reasons)

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import Space, spaces
-from gymnasium.error import NoAsyncCallError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array
 
 from vecfast.multiagent.match_env import MatchEnv
-from vecfast.multiagent.slot_vector_env import SlotVectorEnv
+from vecfast.multiagent.slot_vector_env import SlotResults, SlotState, SlotVectorEnv
 from vecfast.vector import AsyncSharedMemVectorEnv
-from vecfast.vector.action_check import check_action_batch
 from vecfast.vector.batch_rows import info_rows, write_rows
 from vecfast.vector.shared_buffers import map_tree
 
@@ -121,11 +118,9 @@ class MultiAgentVectorEnv(SlotVectorEnv):
         self._lay_out(self.num_matches, self.possible_agents, agent_obs_space, agent_action_space)
         self.metadata = dict(self.matches.metadata)
         self.render_mode = self.matches.render_mode
-        self._all_matches = np.arange(self.num_matches)
-        self._sent: deque[np.ndarray] = deque()  # the matches of each send not yet received, oldest first
-        # the matches' latest observation, filled by every reset and recv
+        # the matches' latest observation, filled by every start and recv
         self._match_obs: dict[str, Any] = create_empty_array(self.matches.single_observation_space, self.num_matches)
-        self._was_reset = False
+        self._start_infos: dict[str, Any] = {}  # the last start's agent infos, over every slot
 
     def _check_agents(self) -> None:
         agent_lists = self.matches.get_attr("possible_agents")
@@ -137,111 +132,72 @@ class MultiAgentVectorEnv(SlotVectorEnv):
                     "every match of a multi-agent vector env needs the same agents"
                 )
 
-    # ----------------------------------------------------------------- gymnasium API
-    def reset(
-        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every match, or those ``options["reset_mask"]`` selects (see the class docstring)."""
-        mask = options.pop("reset_mask", None) if options else None  # popped, as SyncVectorEnv does
-        match_seeds = self.slots.match_seeds(seed)
-        self._sent.clear()  # the matches' reset finishes (and drops) what was sent
-        if mask is None:
-            match_obs, infos = self.matches.reset(seed=match_seeds, options=options)
-            self._ended[:] = False
-        else:
-            to_reset = self.slots.matches_to_reset(mask, self._ended)
-            if to_reset.any():
-                match_obs, infos = self.matches.reset(seed=match_seeds, options={**options, "reset_mask": to_reset})
-                self._ended[np.repeat(to_reset, self.num_agents)] = False
-            elif not self._was_reset:
-                raise RuntimeError("call reset() without a reset_mask before resetting matches selectively")
-            else:
-                match_obs, infos = self._match_obs, {}
-        self._was_reset = True
-        write_rows(self._match_obs, slice(None), match_obs)
-        return self._observations(self._match_obs), self.slots.add_ids(self._agent_infos(infos, self._all_matches))
+    # ----------------------------------------------------------------- how these matches start, step and report
+    def _start(self, matches: np.ndarray, seeds: list[int | None], options: dict[str, Any] | None) -> None:
+        """Reset ``matches`` in their workers (the others' results in flight are dropped: a start follows none)."""
+        mask = np.zeros(self.num_matches, np.bool_)
+        mask[matches] = True
+        every = len(matches) == self.num_matches
+        match_seeds = [None] * self.num_matches
+        for m, seed in zip(matches.tolist(), seeds, strict=True):
+            match_seeds[m] = seed
+        match_obs, infos = self.matches.reset(
+            seed=match_seeds, options=options if every else {**(options or {}), "reset_mask": mask}
+        )
+        write_rows(self._match_obs, matches, map_tree(lambda a: a[matches], match_obs))
+        self._start_infos = self._agent_infos(infos, np.arange(self.num_matches))
+        self._state[np.isin(self.match_ids, matches)] = SlotState.READY
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """``send`` every slot its row of ``actions`` (rows of ended agents are ignored), then ``recv`` them all."""
-        self.send(actions, self._slot_ids)
-        obs, rewards, terminated, truncated, infos = self.recv()
-        del infos["env_id"]  # every slot, in order
-        return obs, rewards, terminated, truncated, infos
+    def _send_slots(self, actions: Any, slots: np.ndarray, whole: bool) -> list[np.ndarray]:
+        """Step the matches of ``slots`` (whole matches) in their workers."""
+        matches = self.match_ids[slots][:: self.num_agents]
+        self.matches.send(self._per_match(self.single_action_space, actions), matches)
+        return [slots]
 
-    # ----------------------------------------------------------------- EnvPool-style API
-    def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
-        """Reset every match; :meth:`recv` returns every slot's first observation."""
-        self._check_open()
-        self.matches.async_reset(seed=self.slots.match_seeds(seed), options=options)
-        self._sent = deque([self._all_matches])
-        self._ended[:] = False
-        self._was_reset = True
+    def _receive(self, slots: np.ndarray) -> SlotResults:
+        """The matches of ``slots``, once they have stepped."""
+        match_obs, _, _, _, infos = self.matches.recv(self.match_ids[slots][:: self.num_agents])
+        returned = np.asarray(infos.pop("env_id"))
+        order = np.argsort(returned)
+        matches = returned[order]
+        write_rows(self._match_obs, returned, match_obs)
+        return self._results(matches, info_rows(self._agent_infos(info_rows(infos, order), matches), slots))
 
-    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """Step the matches of slots ``env_ids`` (all the slots of each) with the rows of ``actions``."""
-        self._check_open()
-        slots = self._checked_slots(env_ids)
-        self._check_whole_matches(slots, "send")
-        check_action_batch(self._actions_space(len(slots)), actions, slots)
-        order = np.argsort(slots)
-        matches = self.match_ids[slots[order]][:: self.num_agents]
-        rows = map_tree(lambda a: np.asarray(a)[order], actions)
-        self.matches.send(self._per_match(self.single_action_space, rows), matches)
-        self._sent.append(matches)
+    def _take_ready(self, slots: np.ndarray) -> SlotResults:
+        """The first observations of the matches the last start reset."""
+        infos, self._start_infos = info_rows(self._start_infos, slots), {}
+        return self._results(np.unique(self.match_ids[slots]), infos)
 
-    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """The slots of the earliest send not yet returned, in slot order, once its matches have stepped;
-        ``info["env_id"]`` names them."""
-        self._check_open()
-        if not self._sent:
-            raise NoAsyncCallError("recv() with no match sent: send() actions first", "recv")
-        result = self._recv(self._sent[0])
-        self._sent.popleft()
-        return result
+    def _call_units(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:
+        return self.matches.call(name, *args, **kwargs)
+
+    def _get_units(self, name: str) -> Sequence[Any]:
+        return self.matches.get_attr(name)
+
+    def _set_units(self, name: str, values: list[Any] | Any) -> None:
+        self.matches.set_attr(name, values)
 
     def render(self) -> tuple[Any, ...]:
         """One frame per match (the ParallelEnv's ``render()``)."""
         return self.matches.render()
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call ``name`` once per match; each slot gets its match's result."""
-        return self.slots.per_slot(self.matches.call(name, *args, **kwargs))
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        return self.slots.per_slot(self.matches.get_attr(name))
-
-    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
-        """Set ``name`` on every match: one value for all, or one per slot (a match takes its first slot's)."""
-        if isinstance(values, (list, tuple)):
-            if len(values) != self.num_envs:
-                raise ValueError(f"set_attr needs one value per slot ({self.num_envs}), got {len(values)}")
-            values = list(values[:: self.num_agents])
-        self.matches.set_attr(name, values)
-
     def close_extras(self, **kwargs: Any) -> None:
         self.matches.close(**kwargs)
 
     # ----------------------------------------------------------------- internals
-    def _recv(self, match_ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """recv matches ``match_ids`` once they have stepped, as rows of their slots in slot order."""
-        match_obs, _, _, _, infos = self.matches.recv(match_ids)
-        returned = np.asarray(infos.pop("env_id"))
-        order = np.argsort(returned)
-        matches = returned[order]
+    def _results(self, matches: np.ndarray, infos: dict[str, Any]) -> SlotResults:
+        """The slots of ``matches`` (ascending) as their latest observations say, with their ``infos``."""
         slots = (matches[:, None] * self.num_agents + np.arange(self.num_agents)).reshape(-1)
-        write_rows(self._match_obs, returned, match_obs)
         latest = map_tree(lambda a: a[matches], self._match_obs)
-        terminated = latest["terminated"].reshape(-1).astype(np.bool_)
-        truncated = latest["truncated"].reshape(-1).astype(np.bool_)
-        self._ended[slots] = terminated | truncated
-        agent_infos = self._agent_infos(info_rows(infos, order), matches)
-        slot_infos = self._slot_infos(info_rows(agent_infos, slots), slots, latest["active"].reshape(-1).astype(bool))
-        rewards = latest["reward"].reshape(-1).copy()
-        obs = map_tree(lambda a: a.reshape(len(slots), *a.shape[2:]), latest["obs"])  # a copy already
-        return obs, rewards, terminated, truncated, slot_infos
-
-    def _observations(self, match_obs: dict[str, Any]) -> Any:
-        return map_tree(lambda a: a.reshape(self.num_envs, *a.shape[2:]).copy(), match_obs["obs"])
+        return SlotResults(
+            slots,
+            map_tree(lambda a: a.reshape(len(slots), *a.shape[2:]), latest["obs"]),  # a copy already
+            latest["reward"].reshape(-1).copy(),
+            latest["terminated"].reshape(-1).astype(np.bool_),
+            latest["truncated"].reshape(-1).astype(np.bool_),
+            latest["active"].reshape(-1).astype(np.bool_),
+            infos,
+        )
 
     def _per_match(self, space: Space, batch: Any) -> Any:
         """A flat action batch of whole matches' slots as (matches, num_agents, ...) arrays (views where possible)."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import VectorEnv
 
-from vecfast.multiagent.slots import slot_layout_of
+from vecfast.multiagent.slots import SlotLayout, slot_layout_of
 from vecfast.selfplay.elo import Elo
 from vecfast.selfplay.snapshot_pool import SnapshotPool
 from vecfast.trainers.algorithm.learners import Learners
@@ -65,25 +65,26 @@ class GameResult:
 
 
 class League:
-    """The acting plan of one learner in ``num_agents``-player matches: ``acting`` is the learner's acting model
-    (policy 0), ``num_seats`` frozen copies of it hold the snapshots ``pool`` draws. A sampler acts with
-    :attr:`policies`, :meth:`mapping` and :meth:`episode_ended`; the scheme calls :meth:`learned` after each learning
-    step (from another thread if need be: a lock keeps the books). ``learner_version``: the learner's update count,
-    which names its snapshots."""
+    """The acting plan of one learner in the matches ``layout`` lays out (of at least 2 agents): ``acting`` is the
+    learner's acting model (policy 0), ``num_seats`` frozen copies of it hold the snapshots ``pool`` draws. A sampler
+    acts with :attr:`policies`, :meth:`mapping` and :meth:`episode_ended`; the scheme calls :meth:`learned` after
+    each learning step (from another thread if need be: a lock keeps the books). ``learner_version``: the learner's
+    update count, which names its snapshots."""
 
     def __init__(
         self,
         acting: ActorCritic,
         pool: SnapshotPool,
-        num_agents: int,
+        layout: SlotLayout,
         num_seats: int = 2,
         learner_version: Callable[[], int] = lambda: 0,
     ) -> None:
-        if num_agents < 2:
-            raise ValueError(f"self-play needs matches of at least 2 agents, got {num_agents}")
+        if layout.num_agents < 2:
+            raise ValueError(f"self-play needs matches of at least 2 agents, got {layout.num_agents}")
         if num_seats < 1:
             raise ValueError(f"num_seats must be >= 1, got {num_seats}")
-        self.pool, self.num_agents, self.learner_version = pool, num_agents, learner_version
+        self.pool, self.layout, self.learner_version = pool, layout, learner_version
+        self.num_agents = layout.num_agents
         seats = [copy.deepcopy(acting).eval().requires_grad_(False) for _ in range(num_seats)]
         self.policies: list[ActorCritic] = [acting, *seats]
         self.seat_holds: list[str | None] = [None] * num_seats  # the snapshot each seat holds
@@ -95,7 +96,7 @@ class League:
 
     def mapping(self, env: int, episode: int) -> int:
         """The sampler's policy for episode ``episode`` of slot ``env``."""
-        match, agent = divmod(env, self.num_agents)
+        match, agent = self.layout.seat(env)
         with self.lock:
             draw = self.draws.get((match, episode))
             if draw is None:
@@ -105,7 +106,7 @@ class League:
     def episode_ended(self, ended: EndedEpisode, episode: int) -> None:
         """Slot ``ended.env`` finished its episode ``episode``: the learner's seat reports the result; the last slot
         of the match frees the draw (and its seat)."""
-        match, agent = divmod(ended.env, self.num_agents)
+        match, agent = self.layout.seat(ended.env)
         with self.lock:
             draw = self.draws.get((match, episode))
             if draw is None:  # an episode that started before this league (a resumed run)
@@ -206,4 +207,4 @@ def league_for(env: VectorEnv, learners: Learners, cfg: TrainConfig) -> League:
         elo=Elo(),
         seed=cfg.seed,
     )
-    return League(learners.acting[0], pool, layout.num_agents, cfg.opponent_seats, lambda: algorithm.version)
+    return League(learners.acting[0], pool, layout, cfg.opponent_seats, lambda: algorithm.version)

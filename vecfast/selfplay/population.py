@@ -6,7 +6,7 @@ played by the policy ``policy_mapping(agent_id, EpisodeId)`` chooses when it sta
 default :class:`RandomPolicyMapping`, Sample Factory's); each policy learns from its own steps
 (:class:`~vecfast.trainers.algorithm.learners.Learners`). Finished episodes give each policy its objective (the env's
 ``true_objective``, else the return), which ranks the population for PBT (it mutates the hyperparameters and, where
-the env has ``set_reward_shaping`` per slot, the reward shaping a policy's agents get from their next episode); a
+the layout declares per-slot reward shaping, the reward shaping a policy's agents get from their next episode); a
 finished match between different policies updates their Elo ratings.
 """
 
@@ -108,10 +108,9 @@ class Population:
         self.objectives = [deque(maxlen=cfg.stats_avg) for _ in range(n)]
         self.elo = Elo()
         self.pending: dict[EpisodeId, list[tuple[int, float]]] = {}  # (policy, objective) per ended slot of a match
-        # PBT mutates the reward shaping too where the env gives each slot its own (Doom matches)
-        unwrapped = env.unwrapped
-        self.shaping_env = unwrapped if cfg.with_pbt and hasattr(unwrapped, "set_reward_shaping") else None
-        shaping = dict(unwrapped.get_attr("reward_shaping")[0]) if self.shaping_env is not None else {}
+        # PBT mutates the reward shaping too where the layout says each slot takes its own (Doom matches)
+        self.shaping_env = env if cfg.with_pbt and self.in_matches and layout.reward_shaping else None
+        shaping = dict(env.get_attr("reward_shaping")[0]) if self.shaping_env is not None else {}
         self.slot_shaping = [shaping] * env.num_envs  # the coefficients each slot's rewards use
         self.pbt = (
             PBTController(n, hyperparameters_of(cfg), shaping, config=cfg, seed=cfg.seed) if cfg.with_pbt else None
@@ -133,8 +132,8 @@ class Population:
             with self.lock:
                 wanted = self.pbt.settings(policy).reward_shaping
             if wanted != self.slot_shaping[env]:
-                self.shaping_env.set_reward_shaping(wanted, [env])
                 self.slot_shaping[env] = wanted
+                self.shaping_env.set_attr("reward_shaping", list(self.slot_shaping))
         return policy
 
     def episode_ended(self, ended: EndedEpisode, episode: int) -> None:

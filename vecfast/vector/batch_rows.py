@@ -32,3 +32,20 @@ def write_rows(buffer: Any, rows: np.ndarray | slice, values: Any) -> None:
 def info_rows(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
     """Rows ``rows`` of a vector info dict (its arrays and their ``_key`` masks, nested dicts too)."""
     return {key: info_rows(value, rows) if isinstance(value, dict) else value[rows] for key, value in infos.items()}
+
+
+def scatter_info_rows(infos: dict[str, Any], rows: np.ndarray, num_rows: int) -> dict[str, Any]:
+    """The inverse of :func:`info_rows`: infos of ``rows`` placed in a vector info of ``num_rows`` rows, the others
+    empty as gymnasium's ``_add_info`` leaves them (0, False, or None for objects; masks False)."""
+    full: dict[str, Any] = {}
+    for key, value in infos.items():
+        if isinstance(value, dict):
+            full[key] = scatter_info_rows(value, rows, num_rows)
+            continue
+        value = np.asarray(value)
+        spread = np.full((num_rows, *value.shape[1:]), None, object) if value.dtype == object else None
+        if spread is None:
+            spread = np.zeros((num_rows, *value.shape[1:]), value.dtype)
+        spread[rows] = value
+        full[key] = spread
+    return full

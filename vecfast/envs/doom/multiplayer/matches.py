@@ -10,22 +10,19 @@ import dataclasses
 import enum
 import functools
 import os
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array
 
 from vecfast.envs.doom.full_game_env import checked_reward_shaping
 from vecfast.envs.doom.game_groups import end_group, new_group
 from vecfast.envs.doom.multiplayer.player import DoomPlayerEnv, MatchNetwork, PortTakenError
-from vecfast.multiagent.slot_vector_env import SlotVectorEnv
+from vecfast.multiagent.slot_vector_env import SlotResults, SlotState, SlotVectorEnv
 from vecfast.vector import AsyncSharedMemVectorEnv, EnvError, StepTimeoutError, WorkerDiedError
-from vecfast.vector.action_check import check_action_batch
-from vecfast.vector.batch_rows import info_rows, write_rows
+from vecfast.vector.batch_rows import info_rows, scatter_info_rows, write_rows
 from vecfast.vector.restarts import RESTARTED, Restart
 from vecfast.vector.shared_buffers import map_tree
 
@@ -42,19 +39,13 @@ def outcomes(frags: np.ndarray) -> list[str]:
     return ["loss" if not best else "win" if top.sum() == 1 else "draw" for best in top]
 
 
-class SlotPhase(enum.IntEnum):
-    """Where an agent slot is in its send/recv cycle. The two ``OWES_*`` and ``*_READY`` pairs carry a restart:
-    the slot reports its match's end (truncated), then its next action starts the new match."""
+class Held(enum.IntEnum):
+    """What a slot of a restarted (or just started) match is owed without its game: as a READY slot, what recv returns
+    next; as a slot owing an action, what its next send is answered with."""
 
-    IDLE = 0  # recv returned it: it owes an action
-    SENT = 1  # stepping in its player's game
-    OWES_REPORT = 2  # its match was torn down while it waited for an action: send returns the truncation
-    REPORT_READY = 3  # recv returns its truncation (the last observation, ``match_restarted``)
-    OWES_RESET = 4  # it has reported the truncation: send returns the new match's first observation
-    RESET_READY = 5  # recv returns the new match's first observation (reward 0, ``active`` False)
-
-
-HELD = (SlotPhase.REPORT_READY, SlotPhase.RESET_READY)  # what recv returns without the games
+    NONE = 0  # nothing: it plays
+    REPORT = 1  # its match's end, truncated (the last observation, ``match_restarted``)
+    RESET = 2  # the new match's first observation (reward 0, ``active`` False)
 
 
 class DoomMatchesVectorEnv(SlotVectorEnv):
@@ -171,18 +162,23 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         self.players = self._start_players()
         players = self.players
         agents = [f"player_{p}" for p in range(num_agents)]
-        self._lay_out(num_matches, agents, players.single_observation_space, players.single_action_space)
+        self._lay_out(
+            num_matches,
+            agents,
+            players.single_observation_space,
+            players.single_action_space,
+            reward_shaping=True,
+            unit_of_slot=self._env_of_slot,
+        )
         self.metadata = dict(players.metadata)
         self.render_mode = players.render_mode
         # which of its worker's two halves of matches (double buffering) each slot's game is in
         in_worker = self.match_ids % per_worker
         self._half_of_slot = (in_worker >= per_worker // 2) if self.double_buffered else np.zeros(self.num_envs, bool)
-        self._phase = np.full(self.num_envs, SlotPhase.IDLE, np.int8)
-        self._sent: deque[np.ndarray] = deque()  # the slots of each send still in the games, oldest first
-        self._last_obs = create_empty_array(self.single_observation_space, self.num_envs)  # each slot's latest
-        self._reset_obs = create_empty_array(self.single_observation_space, self.num_envs)  # restarted matches'
+        self._held = np.full(self.num_envs, Held.NONE, np.int8)
+        self._reset_obs = create_empty_array(self.single_observation_space, self.num_envs)  # started matches'
+        self._start_infos: dict[str, Any] = {}  # the players' infos of the last start, by slot
         self._restart_reason = ""
-        self._was_reset = False
 
     def _start_players(self) -> AsyncSharedMemVectorEnv:
         launcher, self.ports = self.network.open(self.num_matches)
@@ -217,79 +213,40 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         self.restarts.append(Restart.of_matches(tuple(range(self.num_envs)), exc))
         self.players = self._start_players()
 
-    # ----------------------------------------------------------------- gymnasium API
-    def reset(
-        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every match, or the whole matches ``options["reset_mask"]`` selects."""
-        self._check_open()
-        mask = options.pop("reset_mask", None) if options else None
-        env_seeds = seed if seed is None or isinstance(seed, (int, np.integer)) else self._to_envs(list(seed))
-        settled = (self._phase == SlotPhase.IDLE).all()  # else a step or a restart is under way: reset every match
-        if mask is not None and self._was_reset and settled:
-            to_reset = self.slots.matches_to_reset(mask, self._ended)
-            options = {**options, "reset_mask": to_reset[self._match_of_env]}
-            self._ended[to_reset[self.slots.match_ids]] = False
-        else:
-            self._ended[:] = False
-        obs, infos = self._start_matches(env_seeds, options)
-        self._phase[:] = SlotPhase.IDLE
-        self._sent.clear()
-        return map_tree(np.copy, obs), infos
+    # ----------------------------------------------------------------- how these matches start, step and report
+    def _start(self, matches: np.ndarray, seeds: list[int | None], options: dict[str, Any] | None) -> None:
+        """Start ``matches`` (their players' games), every match again on failure; each starting slot holds its first
+        observation. Player ``p`` of match ``m`` takes the match's seed + ``p * num_matches`` (its env's index)."""
+        env_seeds: list[int | None] = [None] * self.num_envs
+        for m, seed in zip(matches.tolist(), seeds, strict=True):
+            for p in range(self.num_agents):
+                env_seeds[p * self.num_matches + m] = None if seed is None else seed + p * self.num_matches
+        if len(matches) < self.num_matches:
+            options = {**(options or {}), "reset_mask": np.isin(self._match_of_env, matches)}
+        starting = self._start_matches(env_seeds, options)
+        self._ended[starting] = False
+        self._state[starting] = SlotState.READY
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """``send`` every slot its row of ``actions``, then ``recv`` them all."""
-        self._send(actions, self._slot_ids, by_halves=False)
-        obs, rewards, terminated, truncated, infos = self.recv()
-        del infos["env_id"]  # every slot, in order
-        return obs, rewards, terminated, truncated, infos
+    def _send_slots(self, actions: Any, slots: np.ndarray, whole: bool) -> list[np.ndarray]:
+        """Step the players of ``slots`` in their games; slots of a restarted match get what they are owed instead.
+        Unless ``whole``, each half of the workers' matches is a part of its own (double buffering)."""
+        held = self._held[slots] != Held.NONE
+        self._state[slots[held]] = SlotState.READY
+        if held.all():
+            return []
+        playing = slots[~held]
+        order = np.argsort(self._env_of_slot[playing])  # env order: the players' rows
+        rows = map_tree(lambda a: np.asarray(a)[~held][order], actions)
+        self.players.send(rows, self._env_of_slot[playing][order])
+        if whole:
+            return [playing]
+        return [playing[~self._half_of_slot[playing]], playing[self._half_of_slot[playing]]]
 
-    # ----------------------------------------------------------------- EnvPool-style API
-    def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
-        """Reset every match; recv returns every slot's first observation."""
-        self.reset(seed=seed, options=options)
-        self._reset_obs = map_tree(np.copy, self._last_obs)
-        self._phase[:] = SlotPhase.RESET_READY
-
-    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """Step slots ``env_ids`` (the slots of whole matches) with the rows of ``actions``."""
-        self._send(actions, env_ids, by_halves=True)
-
-    def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray, by_halves: bool) -> None:
-        """``send``; ``by_halves``: recv returns each half of the workers' matches on its own (else all together)."""
-        self._check_open()
-        ids = self._checked_slots(env_ids)
-        if not self._was_reset:
-            raise NoAsyncCallError("send() before any reset: call async_reset() or reset() first", "send")
-        self._check_whole_matches(ids, "send")
-        busy = ids[(self._phase[ids] == SlotPhase.SENT) | np.isin(self._phase[ids], HELD)]
-        if len(busy):
-            raise AlreadyPendingCallError(f"slots {busy.tolist()} were sent and not yet returned by recv()", "send")
-        check_action_batch(self._actions_space(len(ids)), actions, ids)
-        phase = self._phase[ids]
-        self._phase[ids[phase == SlotPhase.OWES_REPORT]] = SlotPhase.REPORT_READY
-        self._phase[ids[phase == SlotPhase.OWES_RESET]] = SlotPhase.RESET_READY
-        playing = phase == SlotPhase.IDLE
-        if playing.any():
-            slots = ids[playing]
-            order = np.argsort(self._env_of_slot[slots])  # env order: the players' rows
-            rows = map_tree(lambda a: np.asarray(a)[playing][order], actions)
-            self.players.send(rows, self._env_of_slot[slots][order])
-            self._phase[slots] = SlotPhase.SENT
-            halves = (slots[~self._half_of_slot[slots]], slots[self._half_of_slot[slots]]) if by_halves else (slots,)
-            self._sent.extend(part for part in halves if len(part))
-
-    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """The slots of the earliest send not yet returned, in slot order, once their games have stepped;
-        ``info["env_id"]`` names them. Slots whose match was restarted come first, without waiting for games."""
-        self._check_open()
-        held = np.flatnonzero(np.isin(self._phase, HELD))
-        if len(held):
-            return self._held_results(held)
-        if not self._sent:
-            raise NoAsyncCallError("recv() with no slot sent: send() actions first", "recv")
+    def _receive(self, slots: np.ndarray) -> SlotResults:
+        """``slots`` once their games have stepped; if the matches cannot go on, every match starts again and the
+        slots that were in flight report the truncation first."""
         try:
-            obs, rewards, terminated, truncated, infos = self.players.recv(np.sort(self._env_of_slot[self._sent[0]]))
+            obs, rewards, terminated, truncated, infos = self.players.recv(np.sort(self._env_of_slot[slots]))
             envs = np.asarray(infos.pop("env_id"))
             order = np.argsort(self._slot_of_env[envs])
             slots = self._slot_of_env[envs][order]
@@ -297,41 +254,48 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
             restarted = self._restarted_matches(slots, infos)
         except MATCH_FAILURES as exc:
             self._tear_down(exc)
-            return self._held_results(np.flatnonzero(np.isin(self._phase, HELD)))
-        self._sent.popleft()
-        active = ~self._ended[slots]
+            return self._take_ready(np.flatnonzero(self._state == SlotState.READY))
         terminated, truncated = terminated[order], truncated[order] | restarted
-        self._ended[slots] = terminated | truncated
-        self._phase[slots] = SlotPhase.IDLE
-        infos = self._slot_infos(infos, slots, active)
-        if (self._ended[slots] & ~restarted).any():
-            self._add_outcomes(infos, slots, restarted)
-        rows = map_tree(lambda a: a[order], obs)
-        write_rows(self._last_obs, slots, rows)
-        return rows, rewards[order], terminated, truncated, infos
+        ended = terminated | truncated
+        if (ended & ~restarted).any():
+            self._add_outcomes(infos, slots, ended, restarted)
+        active = ~self._ended[slots]
+        return SlotResults(
+            slots, map_tree(lambda a: a[order], obs), rewards[order], terminated, truncated, active, infos
+        )
+
+    def _take_ready(self, slots: np.ndarray) -> SlotResults:
+        """What restarted (or just started) matches' slots ``slots`` return without their games: the truncation they
+        report, or the new match's first observation."""
+        report = self._held[slots] == Held.REPORT
+        obs = map_tree(lambda new: new[slots], self._reset_obs)
+        write_rows(obs, np.flatnonzero(report), map_tree(lambda last: last[slots[report]], self._last_obs))
+        self._held[slots] = np.where(report, Held.RESET, Held.NONE)
+        starting = np.flatnonzero(~report)
+        infos = scatter_info_rows(info_rows(self._start_infos, slots[starting]), starting, len(slots))
+        if report.any():
+            infos["match_restarted"] = np.where(report, self._restart_reason, None).astype(object)
+            infos["_match_restarted"] = report
+            infos[RESTARTED], infos[f"_{RESTARTED}"] = report.copy(), report.copy()  # as a healed vector env says it
+        zeros = np.zeros(len(slots), np.bool_)
+        return SlotResults(slots, obs, np.zeros(len(slots)), zeros, report.copy(), zeros.copy(), infos)
+
+    def _call_units(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:
+        return self.players.call(name, *args, **kwargs)
+
+    def _get_units(self, name: str) -> Sequence[Any]:
+        return self.players.get_attr(name)
+
+    def _set_units(self, name: str, values: list[Any] | Any) -> None:
+        self.players.set_attr(name, values)
 
     def render(self) -> tuple[Any, ...]:
         """Each match host's last full-resolution frame."""
         return self.players.render()[: self.num_matches]
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call ``name`` on every player's env (a :class:`DoomPlayerEnv`), results in slot order."""
-        return self._tuple_to_slots(self.players.call(name, *args, **kwargs))
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        return self._tuple_to_slots(self.players.get_attr(name))
-
-    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
-        """Set ``name`` on every player's env: one value for all, or one per slot."""
-        if isinstance(values, (list, tuple)):
-            if len(values) != self.num_envs:
-                raise ValueError(f"set_attr needs one value per slot ({self.num_envs}), got {len(values)}")
-            values = self._to_envs(list(values))
-        self.players.set_attr(name, values)
-
     def set_reward_shaping(self, coefficients: dict[str, float], slots: Sequence[int] | None = None) -> None:
-        """Change the reward shaping coefficients of the players in ``slots`` (default: all) from their next step:
-        population-based training gives each policy's players its own (:mod:`vecfast.selfplay.population`)."""
+        """Change the reward shaping coefficients of the players in ``slots`` (default: all) from their next step
+        (checked, and merged into each player's own)."""
         checked_reward_shaping(coefficients)
         shaping = list(self.get_attr("reward_shaping"))
         for slot in range(self.num_envs) if slots is None else slots:
@@ -345,23 +309,26 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
             self.network.close()
 
     # ----------------------------------------------------------------- internals
-    def _start_matches(self, env_seeds: Any, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-        """Reset the players (starting their games), starting everything again on failure; the observations in slot
-        order (the env's own buffer, which the next call overwrites)."""
+    def _start_matches(self, env_seeds: list[int | None] | None, options: dict[str, Any] | None) -> np.ndarray:
+        """Reset the players (starting their games), every match again on failure; hold the started slots' first
+        observations and infos for them, and return those slots (a mask)."""
+        every = not options or "reset_mask" not in options
         for attempt in range(self.max_start_attempts):
             try:
                 self.network.check_ports()
-                # New players' games all need their first reset: a reset mask no longer applies.
-                obs, infos = self.players.reset(seed=env_seeds, options=options if attempt == 0 else None)
+                starting = np.ones(self.num_envs, np.bool_) if every else options["reset_mask"][self._env_of_slot]
+                obs, infos = self.players.reset(seed=env_seeds, options=options)
                 break
             except MATCH_FAILURES as exc:
                 if attempt + 1 == self.max_start_attempts:
                     raise RuntimeError(f"no match started in {self.max_start_attempts} attempts: {exc}") from exc
                 self._replace_players(exc)
-                self._ended[:] = False
-        self._was_reset = True
-        write_rows(self._last_obs, self._slot_ids, map_tree(lambda a: a[self._env_of_slot], obs))
-        return self._last_obs, self.slots.add_ids(self._to_slots(infos))
+                # new players' games all need their first reset: a reset mask no longer applies
+                every, options = True, None
+        write_rows(self._reset_obs, starting, map_tree(lambda a: a[self._env_of_slot[starting]], obs))
+        self._start_infos = self._to_slots(infos)
+        self._held[starting] = Held.RESET
+        return starting
 
     def _restarted_matches(self, slots: np.ndarray, infos: dict[str, Any]) -> np.ndarray:
         """Which of ``slots`` (recv's whole matches, in slot order) are in a match that ended because a game of it
@@ -398,55 +365,32 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
         return restarted
 
     def _tear_down(self, exc: BaseException) -> None:
-        """Start every match again after ``exc``: each slot reports the truncation once, then starts the new match."""
+        """Start every match again after ``exc``: each slot reports the truncation once (the slots in flight at once,
+        the others when next sent), then starts the new match."""
         self._restart_reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
         self._replace_players(exc)
-        reset_obs, _ = self._start_matches(None, None)
-        self._reset_obs = map_tree(np.copy, reset_obs)
-        phase = self._phase.copy()
+        in_flight = self._state == SlotState.SENT
+        playing = (self._state == SlotState.ACTING) & (self._held == Held.NONE)
         self._sent.clear()
-        self._phase[phase == SlotPhase.SENT] = SlotPhase.REPORT_READY
-        self._phase[phase == SlotPhase.IDLE] = SlotPhase.OWES_REPORT
+        self._start_matches(None, None)
+        self._held[in_flight | playing] = Held.REPORT
+        self._state[in_flight] = SlotState.READY
 
-    def _held_results(self, slots: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """What restarted matches' slots ``slots`` return without their games: the truncation they report, or the
-        new match's first observation."""
-        report = self._phase[slots] == SlotPhase.REPORT_READY
-        obs = map_tree(lambda new: new[slots], self._reset_obs)
-        write_rows(obs, np.flatnonzero(report), map_tree(lambda last: last[slots[report]], self._last_obs))
-        self._ended[slots] = report
-        self._phase[slots] = np.where(report, SlotPhase.OWES_RESET, SlotPhase.IDLE)
-        write_rows(self._last_obs, slots, obs)
-        infos: dict[str, Any] = {}
-        if report.any():
-            infos["match_restarted"] = np.where(report, self._restart_reason, None).astype(object)
-            infos["_match_restarted"] = report
-            infos[RESTARTED], infos[f"_{RESTARTED}"] = report.copy(), report.copy()  # as a healed vector env says it
-        self._slot_infos(infos, slots, np.zeros(len(slots), np.bool_))
-        zeros = np.zeros(len(slots), np.bool_)
-        return obs, np.zeros(len(slots)), zeros, report.copy(), infos
-
-    def _add_outcomes(self, infos: dict[str, Any], slots: np.ndarray, restarted: np.ndarray) -> None:
+    def _add_outcomes(self, infos: dict[str, Any], slots: np.ndarray, ended: np.ndarray, restarted: np.ndarray) -> None:
         """Results of the matches among ``slots`` (whole matches, in slot order) that ended at this step, but for
         those ``restarted`` (cut short: no result)."""
         frags = infos["frags"].reshape(-1, self.num_agents)
-        over = (self._ended[slots] & ~restarted).reshape(-1, self.num_agents).all(axis=1)
+        over = (ended & ~restarted).reshape(-1, self.num_agents).all(axis=1)
         result = np.full(len(slots), None, object)
         objective = np.zeros(len(slots))
         for m in np.flatnonzero(over).tolist():
             match = slice(m * self.num_agents, (m + 1) * self.num_agents)
             result[match] = outcomes(frags[m])
             objective[match] = frags[m] if self.num_bots else result[match] == "win"
-        ended = np.repeat(over, self.num_agents)
-        infos["outcome"], infos["_outcome"] = result, ended
-        infos["true_objective"], infos["_true_objective"] = objective, ended
+        over_slots = np.repeat(over, self.num_agents)
+        infos["outcome"], infos["_outcome"] = result, over_slots
+        infos["true_objective"], infos["_true_objective"] = objective, over_slots
 
     def _to_slots(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Player-env-indexed info arrays (and masks) in slot order."""
         return {k: self._to_slots(v) if isinstance(v, dict) else v[self._env_of_slot] for k, v in infos.items()}
-
-    def _tuple_to_slots(self, per_env: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(per_env[e] for e in self._env_of_slot)
-
-    def _to_envs(self, per_slot: list[Any]) -> list[Any]:
-        return [per_slot[s] for s in self._slot_of_env]
