@@ -394,3 +394,48 @@ def test_a_dead_game_restarts_its_match_in_a_double_buffered_env(process_guard: 
     finally:
         env.close()
     assert games() == []
+
+
+def test_a_policy_plays_doom_duels_against_a_fixed_opponent_with_frames(process_guard: Any) -> None:
+    """Evaluation of Doom duels (and so evaluation while training and videos of them) plays on the duels' own
+    vector env of agent slots: the outcome is Doom's (by frags), the frames match 0's host's."""
+    import torch
+
+    import vecfast
+    from vecfast.trainers.algorithm.models import ActorCritic
+    from vecfast.trainers.config import TrainConfig
+
+    spaces = doom_duel_v0.vector_env(1, timelimit_minutes=SHORT, resolution=(64, 36))
+    policy_spaces = (spaces.single_observation_space, spaces.single_action_space)
+    spaces.close()
+    torch.manual_seed(0)
+    policy = ActorCritic(*policy_spaces, TrainConfig.from_overrides(use_rnn=False))
+    frames: list[np.ndarray] = []
+    kwargs = {"timelimit_minutes": SHORT, "resolution": (64, 36)}
+    result = vecfast.evaluate(policy, env=doom_duel_v0, episodes=3, opponent="random", on_frame=frames.append,
+                              env_kwargs=kwargs)  # fmt: skip
+    assert result.episodes == 3 and set(result.lengths) <= {51, 52}  # the policy's steps of each 52-step duel
+    assert result.win_rate + result.draw_rate + result.loss_rate == pytest.approx(1.0)
+    assert len(frames) >= 3 * 51 and frames[0].ndim == 3 and frames[0].shape[2] == 3
+    assert process_guard.new_descendants() == []
+
+
+def test_a_doom_duel_run_evaluates_and_films_its_policy_while_training(tmp_path: Any, process_guard: Any) -> None:
+    """A run of the doom_duel_v0 module (its keyword arguments given as an id's are) plays games against the
+    built-in opponents while training and films one, as board game runs do."""
+    import json
+
+    import vecfast
+
+    run_dir = tmp_path / "run"
+    vecfast.train(
+        doom_duel_v0, env_kwargs={"timelimit_minutes": SHORT, "resolution": (64, 36)}, algo="ppo",
+        total_env_steps=400, run_dir=run_dir, num_workers=1, num_envs_per_worker=2, rollout=16, batch_size=64,
+        use_rnn=False, eval_every_env_steps=200, eval_episodes=2, video_every_env_steps=300, print_every_sec=None,
+        seed=0,
+    )  # fmt: skip
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [line for line in lines if "eval/win_rate_vs_random" in line]
+    assert evaluated and all(0.0 <= line["eval/win_rate_vs_initial"] <= 1.0 for line in evaluated)
+    assert sorted((run_dir / "videos").glob("*.mp4"))
+    assert process_guard.new_descendants() == []

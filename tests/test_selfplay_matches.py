@@ -16,8 +16,9 @@ from pettingzoo.utils.env_logger import EnvLogger
 from pettingzoo.utils.wrappers import BaseWrapper
 
 import vecfast
+from vecfast.multiagent import TurnBasedVectorEnv
 from vecfast.selfplay.bots import TacticsCount, count_connect_four_tactics, one_ply_connect_four, random_bot
-from vecfast.selfplay.matches import play_games
+from vecfast.selfplay.matches import play_games, play_matches
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.config import TrainConfig
 
@@ -248,3 +249,26 @@ def test_a_run_of_a_module_plays_its_own_game_without_env(run_dir: Path) -> None
     )
     with pytest.raises(ValueError, match="games against an opponent need env="):
         vecfast.evaluate(vecfast.load_policy(run_dir), opponent="random", episodes=2)
+
+
+@pytest.mark.parametrize("use_rnn", [False, True])
+def test_games_on_the_vector_env_are_the_reference_loops_games(use_rnn: bool) -> None:
+    """One match of TurnBasedVectorEnv under the fixed-opponent plan plays, game for game, what PettingZoo's own
+    agent_iter loop plays: the same seats, moves, returns (a recurrent policy's state restarting each game)."""
+    policy = connect_four_policy(seed=3, use_rnn=use_rnn)
+    reference = play_games(policy, random_bot(seed=1), connect_four_v3.env, 12, seed=0)
+    env = TurnBasedVectorEnv([connect_four_v3.env])
+    on_slots = play_matches(policy, random_bot(seed=1), env, 12, seed=0)
+    env.close()
+    assert on_slots == reference
+    assert len(set(reference.outcomes)) >= 2  # not one game repeated
+
+
+def test_many_matches_play_their_games_at_once_and_alternate_seats() -> None:
+    env = TurnBasedVectorEnv([connect_four_v3.env] * 4)
+    results = play_matches(one_ply_connect_four(seed=0), random_bot(seed=1), env, 60, seed=0)
+    env.close()
+    assert results.games == 60 and sum(results.policy_first) == 30
+    assert results.win_rate >= 0.8  # one-ply against random: 0.95 in play_games' 200 games
+    with pytest.raises(ValueError, match="the policy chose action 0, which the action mask"):
+        play_matches(lambda observation: 0, random_bot(0), TurnBasedVectorEnv([connect_four_v3.env]), 20)

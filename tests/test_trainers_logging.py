@@ -116,10 +116,19 @@ def test_the_cli_takes_sample_factorys_wandb_options(tmp_path: Path, monkeypatch
     assert "wandb" not in err and "wandb" not in out.replace('"with_wandb"', ""), err
 
 
-def test_videos_of_pettingzoo_games_are_refused_at_the_start(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="video_every_env_steps: not for runs of PettingZoo games"):
-        train(connect_four_v3, algo="ppo", total_env_steps=256, run_dir=tmp_path / "run", video_every_env_steps=128,
-              **FAST)  # fmt: skip
+def test_a_board_game_run_records_a_game_against_the_random_opponent(tmp_path: Path) -> None:
+    """Videos of games were refused (their evaluation played AEC games one by one, without frames); they now play
+    on the run's own kind of matches, which render."""
+    run_dir = tmp_path / "run"
+    train(connect_four_v3, algo="ppo", total_env_steps=600, run_dir=run_dir, video_every_env_steps=200, **FAST)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    recorded = [line["env_steps"] for line in lines if "video/return" in line]
+    videos = sorted((run_dir / "videos").glob("*.mp4"))
+    assert len(recorded) >= 2 and [v.name for v in videos] == [f"{steps:012d}.mp4" for steps in recorded]
+    for video in videos:
+        meta, frames = decoded(video)
+        assert meta["codec"].startswith("h264") and len(frames) >= 7  # a game of connect four: 7 moves at least
+    assert {line["video/return"] for line in lines if "video/return" in line} <= {-1.0, 0.0, 1.0}
 
 
 def test_no_wandb_process_outlives_the_run(tmp_path: Path, process_guard) -> None:

@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
+import functools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gymnasium.vector import VectorEnv
@@ -22,22 +23,36 @@ from vecfast.multiagent.turn_based import TurnBasedVectorEnv
 from vecfast.multiagent.vector_env import MultiAgentVectorEnv
 
 
-def vector_env_from(source: Any, num_matches: int, num_workers: int | None = None, made: Any = None) -> VectorEnv:
+def vector_env_from(
+    source: Any,
+    num_matches: int,
+    num_workers: int | None = None,
+    made: Any = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> VectorEnv:
     """``num_matches`` matches of ``source`` (a module, an env or a function, see the module docstring) as one
     vector env of agent slots; an env instance is one match. ``made``: an env the function has made already.
-    ``num_workers``: processes for simultaneous-move matches."""
+    ``num_workers``: processes for simultaneous-move matches. ``env_kwargs``: keyword arguments of the module's or
+    function's env (``render_mode="rgb_array"`` for videos)."""
+    kwargs = dict(env_kwargs or {})
     if isinstance(source, (AECEnv, ParallelEnv)):
+        if kwargs:
+            raise TypeError(f"env_kwargs {sorted(kwargs)} are for a module or function that makes the env, not an env")
         return _matches(lambda: source, isinstance(source, AECEnv), 1, num_workers)
     if isinstance(source, types.ModuleType):
         if callable(getattr(source, "vector_env", None)):
-            return source.vector_env(num_matches)
+            return source.vector_env(num_matches, **kwargs)
         if callable(getattr(source, "parallel_env", None)):
-            return _matches(source.parallel_env, False, num_matches, num_workers)
+            return _matches(functools.partial(source.parallel_env, **kwargs), False, num_matches, num_workers)
         if callable(getattr(source, "env", None)):
-            return _matches(source.env, True, num_matches, num_workers)
+            return _matches(functools.partial(source.env, **kwargs), True, num_matches, num_workers)
         raise TypeError(
             f"module {source.__name__} has no vector_env(), parallel_env() or env() to make a PettingZoo env"
         )
+    if kwargs:  # the env is made again with them
+        if made is not None:
+            made.close()
+        source, made = functools.partial(source, **kwargs), None
     made = source() if made is None else made
     if isinstance(made, AECEnv):
         return _matches(source, True, num_matches, num_workers, made)

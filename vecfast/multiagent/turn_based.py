@@ -139,8 +139,8 @@ class TurnBasedVectorEnv(SlotVectorEnv):
             raise
         self._lay_out(len(envs), self.possible_agents, obs_space, action_space, in_turns=True)
         self.matches = [Match(env, m * self.num_agents, self.possible_agents) for m, env in enumerate(envs)]
-        self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
-        self.render_mode = None
+        self.metadata = {**getattr(envs[0], "metadata", {}), "autoreset_mode": AutoresetMode.NEXT_STEP}
+        self.render_mode = getattr(envs[0], "render_mode", None)
         self._turns: list[Turn | None] = [None] * self.num_envs  # each slot's latest turn
         self._zero_obs = map_tree(lambda a: a[0], create_empty_array(obs_space, 1, np.zeros))  # before a first turn
 
@@ -234,6 +234,10 @@ class TurnBasedVectorEnv(SlotVectorEnv):
     def _nothing_to_receive_message(self) -> str:
         owing = np.flatnonzero(self._state == SlotState.ACTING).tolist()
         return f"recv() has no turn to return: slots {owing} were returned and owe actions; send() them first"
+
+    def render(self) -> tuple[Any, ...]:
+        """One frame per match (its AEC env's ``render()``, as its ``render_mode`` gives them)."""
+        return tuple(match.env.render() for match in self.matches)
 
     def close_extras(self, **kwargs: Any) -> None:
         for match in self.matches:

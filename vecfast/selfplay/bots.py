@@ -7,11 +7,13 @@ give a fixed yardstick across runs.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from gymnasium import Space
 
 Bot = Callable[[Mapping[str, Any]], int]
 
@@ -19,11 +21,18 @@ _ROWS, _COLUMNS = 6, 7
 _LINES = ((0, 1), (1, 0), (1, 1), (1, -1))  # horizontal, vertical and both diagonals, as (row, column) steps
 
 
-def random_bot(seed: int | None = None) -> Bot:
-    """A uniformly random legal action (from ``observation["action_mask"]``): the weakest sensible yardstick."""
+def random_bot(seed: int | None = None, action_space: Space | None = None) -> Bot:
+    """A uniformly random legal action (from ``observation["action_mask"]``): the weakest sensible yardstick. Where
+    the observation has no mask (Doom duels), a sample of ``action_space``, seeded likewise."""
     rng = np.random.default_rng(seed)
+    space = None
+    if action_space is not None:
+        space = copy.deepcopy(action_space)
+        space.seed(int(rng.integers(2**31)))
 
-    def bot(observation: Mapping[str, Any]) -> int:
+    def bot(observation: Mapping[str, Any]) -> Any:
+        if space is not None and not (isinstance(observation, Mapping) and "action_mask" in observation):
+            return space.sample()
         return int(rng.choice(_legal(observation)))
 
     return bot

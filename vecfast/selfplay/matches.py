@@ -1,8 +1,11 @@
-"""Whole two-player games of a PettingZoo AEC env between a policy and an opponent: win, draw and loss rates.
+"""Whole games between a policy and an opponent: win, draw and loss rates.
 
-The games run through PettingZoo's own ``agent_iter`` loop, the reference semantics, rather than through
-vecfast's vector envs, so what is measured is the game as its authors wrote it. Seats alternate game by game
-(the first mover has an edge in most games), and each policy keeps its own recurrent state per game.
+:func:`play_matches` plays them on a vector env of agent slots, the one the run trained on (turn-based games,
+parallel matches, Doom duels), many matches at once, with a fixed-opponent acting plan (:class:`FixedOpponent`):
+what ``vecfast evaluate``, evaluation while training and videos of games use. :func:`play_games` plays a
+two-player AEC game through PettingZoo's own ``agent_iter`` loop, the reference semantics, one game at a time:
+the yardstick the vector env's games are tested against. Seats alternate game by game (the first mover has an
+edge in most games), and each policy keeps its own recurrent state per game.
 """
 
 from __future__ import annotations
@@ -15,28 +18,40 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from gymnasium.vector import VectorEnv
+from gymnasium.vector.utils import create_empty_array
 from pettingzoo import AECEnv
 
+from vecfast.multiagent.slots import SlotLayout, slot_layout_of
 from vecfast.selfplay.bots import Bot, random_bot
-from vecfast.trainers.algorithm.models import ACTION_MASK_KEY, ActorCritic, ActState
+from vecfast.trainers.algorithm.models import ACTION_MASK_KEY, ActorCritic, ActState, as_obs_dict, obs_to_tensors
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.run.policies import load_policy
 from vecfast.trainers.run.run_dir import load_checkpoint
+from vecfast.trainers.sampling.episodes import EpisodeBoundaries, EpisodeTracker
+from vecfast.vector.batch_rows import take_rows, write_rows
 
 Player = ActorCritic | Bot
 OpponentArg = str | os.PathLike | ActorCritic | Bot  # "random", "initial", a run directory or checkpoint, a player
+POLICY, OPPONENT = 0, 1  # the players of a game, as FixedOpponent maps slots to them
 
 
 @dataclass(frozen=True)
 class MatchResults:
-    """Per game, in order: the policy's return (the sum of its rewards), its moves, and whether it moved first.
-
-    A game is a win for the policy if its return is positive, a draw if zero, a loss if negative.
-    """
+    """Per game, in order: the policy's return (the sum of its rewards), its moves, whether it moved first (held
+    the first seat), and its outcome, ``"win"``, ``"draw"`` or ``"loss"``: the env's where it reports one (Doom
+    matches), else by the return's sign (the default)."""
 
     returns: tuple[float, ...]
     lengths: tuple[int, ...]
     policy_first: tuple[bool, ...]
+    outcomes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.outcomes:
+            signs = ("win" if r > 0 else "draw" if r == 0 else "loss" for r in self.returns)
+            object.__setattr__(self, "outcomes", tuple(signs))
 
     @property
     def games(self) -> int:
@@ -44,15 +59,15 @@ class MatchResults:
 
     @property
     def win_rate(self) -> float:
-        return float(np.mean(np.asarray(self.returns) > 0))
+        return float(np.mean(np.asarray(self.outcomes) == "win"))
 
     @property
     def draw_rate(self) -> float:
-        return float(np.mean(np.asarray(self.returns) == 0))
+        return float(np.mean(np.asarray(self.outcomes) == "draw"))
 
     @property
     def loss_rate(self) -> float:
-        return float(np.mean(np.asarray(self.returns) < 0))
+        return float(np.mean(np.asarray(self.outcomes) == "loss"))
 
     def win_rate_interval(self, z: float = 1.96) -> tuple[float, float]:
         """Wilson's score interval of the win rate (95% by default): where the policy's true rate lies, given
@@ -97,10 +112,128 @@ def play_games(
     return MatchResults(returns=returns, lengths=lengths, policy_first=first)
 
 
+class FixedOpponent:
+    """The acting plan of match evaluation: in each match's game ``g`` the policy takes the seat
+    ``(match + g) % num_agents`` and the opponent every other, so the policy's seat moves game by game (the first
+    mover has an edge in most games) and, with one match, game ``g`` seats it as :func:`play_games` does."""
+
+    def __init__(self, layout: SlotLayout) -> None:
+        self.layout = layout
+
+    def mapping(self, slot: int, episode: int) -> int:
+        """:data:`POLICY` or :data:`OPPONENT`: who plays game ``episode`` of ``slot``."""
+        match, agent = self.layout.seat(slot)
+        return POLICY if agent == (match + episode) % self.layout.num_agents else OPPONENT
+
+
+@torch.no_grad()
+def play_matches(
+    policy: Player,
+    opponent: Player,
+    env: VectorEnv,
+    games: int,
+    seed: int | None = 0,
+    deterministic: bool = True,
+    on_frame: Callable[[np.ndarray], None] | None = None,
+) -> MatchResults:
+    """Play ``games`` whole games on ``env``, a vector env of agent slots (turn-based games, parallel matches,
+    Doom matches), ``policy`` against ``opponent`` by :class:`FixedOpponent`: the matches play at once through
+    ``send``/``recv``, each policy acting for its slots in one call. Players as for :func:`play_games` (a bot
+    gets each live observation of its slots in turn); the matches reset with ``seed`` (match ``m``: ``seed + m``)
+    and start their next games unseeded. A game's result is the env's ``outcome`` where it reports one (Doom
+    matches), else the sign of the policy's return. ``on_frame``: called with match 0's frame (``env.render()[0]``)
+    after each of its steps. A move the ``action_mask`` forbids raises ValueError."""
+    if games < 1:
+        raise ValueError(f"games must be >= 1, got {games}")
+    layout = slot_layout_of(env)
+    if layout is None or layout.num_agents < 2:
+        raise ValueError(f"games are played on a vector env of matches of at least 2 agents, got {env!r}")
+    plan, n, space = FixedOpponent(layout), env.num_envs, env.single_action_space
+    players = (policy, opponent)
+    states = [p.initial_state(n) if isinstance(p, ActorCritic) else None for p in players]
+    boundaries, tracker = EpisodeBoundaries(n), EpisodeTracker(n)
+    episode = np.zeros(n, np.int64)  # each slot's game, from 0
+    returned = np.zeros(n, np.bool_)  # slots recv has returned since the reset
+    returns: list[float] = []
+    lengths: list[int] = []
+    first: list[bool] = []
+    outcomes: list[str] = []
+    env.async_reset(seed=seed)
+    while len(returns) < games:
+        obs, rewards, terminated, truncated, info = env.recv()
+        ids = np.asarray(info["env_id"])
+        done = np.asarray(terminated, np.bool_) | np.asarray(truncated, np.bool_)
+        ids_t = torch.from_numpy(ids)
+        valid = boundaries.valid[ids_t] & torch.from_numpy(returned[ids])  # a slot's first row is no step
+        returned[ids] = True
+        for ended in tracker.record(ids, np.asarray(rewards, np.float64), done, valid.numpy(), info):
+            slot = ended.env
+            if plan.mapping(slot, int(episode[slot])) == POLICY and not ended.restarted and len(returns) < games:
+                row = int(np.flatnonzero(ids == slot)[0])
+                returns.append(ended.episode_return)
+                lengths.append(ended.length)
+                first.append(layout.seat(slot)[1] == 0)
+                outcomes.append(_outcome(info, row, ended.episode_return))
+        episode[ids[done]] += 1
+        boundaries.stepped(ids_t, valid, torch.from_numpy(done))
+        if on_frame is not None and (layout.match_ids[ids] == 0).any():
+            on_frame(np.asarray(env.render()[0]))
+        first_obs = boundaries.first[ids_t]
+        env.send(_moves(players, states, plan, episode, ids, obs, done, first_obs, deterministic, space), ids)
+    return MatchResults(tuple(returns), tuple(lengths), tuple(first), tuple(outcomes))
+
+
+def _moves(
+    players: tuple[Player, Player],
+    states: list[torch.Tensor | None],
+    plan: FixedOpponent,
+    episode: np.ndarray,
+    ids: np.ndarray,
+    obs: Any,
+    done: np.ndarray,
+    first: torch.Tensor,
+    deterministic: bool,
+    action_space: Any,
+) -> Any:
+    """Each returned slot's action, from the player of its game (ended slots' actions are their reset steps)."""
+    who = np.array([plan.mapping(s, e) for s, e in zip(ids.tolist(), episode[ids].tolist(), strict=True)])
+    actions = create_empty_array(action_space, len(ids), np.zeros)
+    for p, player in enumerate(players):
+        rows = np.flatnonzero(who == p)
+        if not len(rows):
+            continue
+        mine = take_rows(obs, rows)
+        chosen = None
+        if isinstance(player, ActorCritic):
+            state, slots = states[p], torch.from_numpy(ids[rows])
+            dist, _, next_state = player.step(obs_to_tensors(as_obs_dict(mine), "cpu"), state[slots], first[rows])
+            picked = dist.mode() if deterministic else dist.sample()
+            state[slots] = player.with_action(next_state, picked)
+            chosen = player.actor.to_env(picked)
+            write_rows(actions, rows, chosen)
+        for j, row in enumerate(rows.tolist()):
+            if done[row]:
+                continue
+            observation = take_rows(mine, j)
+            action = player(observation) if chosen is None else take_rows(chosen, j)
+            _check_legal(observation, action, "the policy" if p == POLICY else "the opponent")
+            if chosen is None:
+                write_rows(actions, np.array([row]), take_rows(action, None))
+    return actions
+
+
+def _outcome(info: Mapping[str, Any], row: int, episode_return: float) -> str:
+    """The env's ``outcome`` of the game that ended at ``row`` where it reports one, else by the return's sign."""
+    if "outcome" in info and info["_outcome"][row]:
+        return str(info["outcome"][row])
+    return "win" if episode_return > 0 else "draw" if episode_return == 0 else "loss"
+
+
 def opponent_from(
     opponent: OpponentArg, policy: ActorCritic, source: str | os.PathLike | None, seed: int | None
 ) -> Player:
-    """The player an ``opponent`` argument names: ``"random"`` (:func:`random_bot`, seeded with ``seed``),
+    """The player an ``opponent`` argument names: ``"random"`` (:func:`random_bot`, seeded with ``seed``; a sample
+    of ``policy``'s action space where the observation has no action mask),
     ``"initial"`` (an untrained model of ``policy``'s config, read from ``source``, the run directory or
     checkpoint it came from, and initialised from torch's RNG), a run directory or checkpoint path (its last
     policy), ``"module:function"`` (a bot factory ``function(seed) -> bot``, as
@@ -108,7 +241,7 @@ def opponent_from(
     if callable(opponent):  # an ActorCritic (a module) or a bot
         return opponent
     if opponent == "random":
-        return random_bot(seed)
+        return random_bot(seed, policy.action_space)
     if opponent == "initial":
         if source is None:
             raise ValueError(
@@ -168,4 +301,4 @@ def _check_legal(observation: Any, action: Any, who: str) -> None:
         raise ValueError(f"{who} chose action {action}, which the action mask {np.asarray(mask)} forbids")
 
 
-__all__ = ["MatchResults", "OpponentArg", "Player", "opponent_from", "play_games"]
+__all__ = ["FixedOpponent", "MatchResults", "OpponentArg", "Player", "opponent_from", "play_games", "play_matches"]

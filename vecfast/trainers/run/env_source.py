@@ -73,8 +73,10 @@ class EnvSource:
             module = pettingzoo_module(env)
             if module is not None:
                 env = module
-        if kwargs and not isinstance(env, str):
-            raise TypeError("env_kwargs are for an env id, which vecfast makes; a given env is made already")
+        if kwargs and not isinstance(env, (str, types.ModuleType)):
+            raise TypeError(
+                "env_kwargs are for an env id or a PettingZoo module, which vecfast makes; a given env is made already"
+            )
         return cls(env, dict(kwargs or {}))
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -133,7 +135,8 @@ class EnvSource:
         ``restart_failed_workers``;
         ``render_mode`` renders single envs (shared memory), as batched simulators may not render;
         ``extra_kwargs`` go to the env besides the source's own (a rank's share of PointNav's scenes).
-        A PettingZoo source makes ``num_envs`` matches.
+        A PettingZoo source makes ``num_envs`` matches (a module's with the source's keyword arguments, and any
+        ``render_mode``).
         """
         if isinstance(self.env, VectorEnv):
             return self.env
@@ -143,7 +146,8 @@ class EnvSource:
                 return made
             from vecfast.multiagent.from_pettingzoo import vector_env_from  # the pettingzoo extra
 
-            return vector_env_from(self.env, num_envs, num_workers, made)  # one match per env
+            kwargs = {**self.kwargs, **(extra_kwargs or {})} | ({"render_mode": render_mode} if render_mode else {})
+            return vector_env_from(self.env, num_envs, num_workers, made, kwargs)  # one match per env
         kwargs = {**self.kwargs, **(extra_kwargs or {})}
         vectorization = vectorization or self.vectorization(double_buffered=False)
         if vectorization not in VECTORIZATIONS:

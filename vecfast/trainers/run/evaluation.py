@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import types
@@ -25,6 +24,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from vecfast.multiagent.slots import slot_layout_of
 from vecfast.trainers import entry_defaults
 from vecfast.trainers.algorithm.models import ActorCritic, as_obs_dict, obs_to_tensors, observation_spaces
 from vecfast.trainers.run.env_source import EnvSource, source_of_run
@@ -142,17 +142,19 @@ def evaluate(
     towards one of env 0's episodes (a built env renders ``rgb_array``); with ``num_envs=1``
     that is a video of every episode in order.
 
-    A PettingZoo two-player game (``env``: a module such as ``pettingzoo.classic.connect_four_v3``, whose
-    ``env(**env_kwargs)`` makes it, or with ``opponent`` given a function making an AEC env; a run trained on
-    a module needs ``env=`` too) plays ``episodes`` whole games (default 200: a win rate from 10 games says
-    little) against ``opponent`` (default ``"random"``), as
-    :func:`vecfast.selfplay.matches.play_games` plays them: seats alternate game by game, game ``g`` resets
-    with ``seed + g``. ``opponent``: ``"random"`` (a random legal move), ``"initial"`` (the untrained model of
-    the run's config, initialised from ``seed``), a run directory or checkpoint, an ActorCritic, or a bot
+    Games of agents (``env``: a PettingZoo module such as ``pettingzoo.classic.connect_four_v3`` or vecfast's
+    ``doom_duel_v0``, whose ``env(**env_kwargs)`` or ``vector_env(M, **env_kwargs)`` makes its matches, a function
+    making a PettingZoo env, or a vector env of matches of agents; a run trained on a module plays its own) are
+    ``episodes`` whole games (default 200: a win rate from 10 games says little) against ``opponent`` (default
+    ``"random"``), as :func:`vecfast.selfplay.matches.play_matches` plays them on ``num_envs`` matches at once
+    (default as above): seats alternate game by game, the matches reset with ``seed`` (match ``m``: ``seed + m``).
+    ``opponent``: ``"random"`` (a random legal move, or action), ``"initial"`` (the untrained model of the run's
+    config, initialised from ``seed``), a run directory or checkpoint, an ActorCritic, or a bot
     ``bot(observation) -> action`` (:mod:`vecfast.selfplay.bots`). Returns and lengths are the policy's (its
-    rewards and its moves); the metrics ``win_rate``, ``draw_rate`` and ``loss_rate`` count games by the sign
-    of its return, ``win_rate_low`` and ``win_rate_high`` bound the win rate (Wilson's 95% interval).
-    ``num_envs``, ``max_steps`` and ``on_frame`` do not apply to games.
+    rewards and its moves); the metrics ``win_rate``, ``draw_rate`` and ``loss_rate`` count games by the env's
+    ``outcome`` where it reports one (Doom), else by the sign of the policy's return; ``win_rate_low`` and
+    ``win_rate_high`` bound the win rate (Wilson's 95% interval). ``on_frame`` gets match 0's frames; ``max_steps``
+    does not apply to games.
     """
     if episodes is not None and episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -163,13 +165,15 @@ def evaluate(
     run = run_env(run_dir, required=False) if run_dir is not None and (env is None or isinstance(env, str)) else None
     if env is None and run is not None and run.source.is_game:
         env = run.source.env  # a run of a PettingZoo module plays its games
-    if opponent is not None or isinstance(env, types.ModuleType):
-        unsupported = {"num_envs": num_envs, "max_steps": max_steps, "on_frame": on_frame}
-        if any(value is not None for value in unsupported.values()):
-            given = ", ".join(k for k, v in unsupported.items() if v is not None)
-            raise ValueError(f"{given}: not for games against an opponent, which play whole games one at a time")
+    layout = slot_layout_of(env) if isinstance(env, VectorEnv) else None
+    if opponent is not None or isinstance(env, types.ModuleType) or (layout is not None and layout.num_agents >= 2):
+        if max_steps is not None:
+            raise ValueError("max_steps: not for games against an opponent, which play whole games")
         games = entry_defaults.EVALUATION_GAMES if episodes is None else episodes
-        return _games(policy, run_dir, env, opponent or "random", games, deterministic, seed, env_kwargs)
+        matches = _num_envs(num_envs, games, on_frame)
+        return _games(
+            policy, run_dir, env, opponent or "random", games, matches, deterministic, seed, env_kwargs, on_frame
+        )
     episodes = entry_defaults.EVALUATION_EPISODES if episodes is None else episodes
     if run_dir is not None and env is None and run is None:
         run_env(run_dir)  # raises why the run's env cannot be made again
@@ -291,31 +295,45 @@ def _games(
     env: Any,
     opponent: OpponentArg,
     games: int,
+    num_matches: int,
     deterministic: bool,
     seed: int | None,
     env_kwargs: dict[str, Any],
+    on_frame: Callable[[np.ndarray], None] | None,
 ) -> EvalResult:
-    """:func:`evaluate` on a PettingZoo game: ``games`` whole games against ``opponent``."""
-    from vecfast.selfplay.matches import opponent_from, play_games  # the pettingzoo extra
+    """:func:`evaluate` on matches of agents: ``games`` whole games against ``opponent``, on the vector env of agent
+    slots ``env`` is, or that ``num_matches`` matches of ``env`` (a PettingZoo module or function) make."""
+    from vecfast.multiagent.from_pettingzoo import vector_env_from  # the pettingzoo extra
+    from vecfast.selfplay.matches import opponent_from, play_matches
 
-    if isinstance(env, types.ModuleType):
-        if not callable(getattr(env, "env", None)):
-            raise ValueError(f"module {env.__name__} has no env() to make a PettingZoo AEC env")
-        env = env.env
-    if not callable(env):
-        raise ValueError(
-            "games against an opponent need env= a PettingZoo module such as pettingzoo.classic.connect_four_v3 "
-            f"or a function making a PettingZoo AEC env (a run's own env when it trained on a module), got {env!r}"
-        )
-    with _acting(policy, seed):
-        results = play_games(
-            policy,
-            opponent_from(opponent, policy, source, seed),
-            functools.partial(env, **env_kwargs),
-            games,
-            seed,
-            deterministic,
-        )
+    if on_frame is not None:
+        env_kwargs = {**env_kwargs, "render_mode": "rgb_array"}
+    not_games = (
+        "games against an opponent need env= a PettingZoo module such as pettingzoo.classic.connect_four_v3, a "
+        "function making a PettingZoo env, or a vector env of matches of agents (a run's own env when it trained on "
+        f"a module), got {env!r}"
+    )
+    if isinstance(env, VectorEnv):
+        matches = env
+    elif isinstance(env, types.ModuleType) or callable(env):
+        try:
+            matches = vector_env_from(env, num_matches, env_kwargs=env_kwargs)
+        except TypeError as exc:
+            raise ValueError(not_games) from exc
+    else:
+        raise ValueError(not_games)
+    layout = slot_layout_of(matches)
+    try:
+        if layout is None or layout.num_agents < 2:
+            raise ValueError(not_games)
+        if on_frame is not None and matches.render_mode != "rgb_array":
+            raise ValueError(f"on_frame needs an env with render_mode='rgb_array', got {matches.render_mode!r}")
+        with _acting(policy, seed):
+            player = opponent_from(opponent, policy, source, seed)
+            results = play_matches(policy, player, matches, games, seed, deterministic, on_frame)
+    finally:
+        if matches is not env:
+            matches.close()
     low, high = results.win_rate_interval()
     rates = {"win_rate": results.win_rate, "draw_rate": results.draw_rate, "loss_rate": results.loss_rate}
     rates |= {"win_rate_low": low, "win_rate_high": high}

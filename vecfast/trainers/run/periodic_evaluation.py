@@ -2,8 +2,8 @@
 steps, on envs of their own that the run's one env rule builds, in rank 0 between two iterations.
 
 Results are ``eval/`` keys of the run's metrics records (``metrics.jsonl``, TensorBoard, the dashboard, ``vecfast
-plot``). A run of agent slots (self-play) plays games, as ``vecfast.evaluate`` does, against each built-in opponent
-(``"random"``, ``"initial"``) and reports the win rates.
+plot``). A run of matches of agents (self-play: board games, Doom duels) plays games on its own kind of matches, as
+``vecfast.evaluate`` does, against each built-in opponent (``"random"``, ``"initial"``) and reports the win rates.
 """
 
 from __future__ import annotations
@@ -72,18 +72,15 @@ class PeriodicEvaluation:
         start = time.perf_counter()
         self.model.load_state_dict(model.state_dict())
         episodes, deterministic = self.cfg.eval_episodes, self.cfg.eval_deterministic
+        if self.env is None:
+            self.env = self.run_env.build(min(episodes, DEFAULT_MAX_ENVS), heal=self.cfg.restart_failed_workers)
         if self.games:
             records: dict[str, Any] = {}
             for name, opponent in self.opponents.items():
-                result = evaluate(
-                    self.model, self.run_env.source.env, episodes, deterministic, env_kwargs=self.cfg.eval_env_kwargs,
-                    opponent=opponent,
-                )  # fmt: skip
+                result = evaluate(self.model, self.env, episodes, deterministic, opponent=opponent)
                 records[f"{PREFIX}win_rate_vs_{name}"] = result.metrics["win_rate"]
             records[self.RETURN_KEY] = records[f"{PREFIX}win_rate_vs_random"]
         else:
-            if self.env is None:
-                self.env = self.run_env.build(min(episodes, DEFAULT_MAX_ENVS), heal=self.cfg.restart_failed_workers)
             result = evaluate(self.model, self.env, episodes, deterministic)
             records = {
                 self.RETURN_KEY: result.mean_return,

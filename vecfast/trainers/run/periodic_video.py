@@ -1,6 +1,7 @@
 """Videos while training (``video_every_env_steps``): one episode of the current policy, every so many env steps,
 on an env of its own that the run's one env rule builds with ``render_mode="rgb_array"``, in rank 0 between two
-iterations.
+iterations. A run of matches of agents (board games, Doom duels) records one game against the random opponent, its
+first match's frames.
 
 The episode goes to ``RUN_DIR/videos/<env steps>.mp4`` (H.264, streamed), and to the run's sinks: TensorBoard gets
 it as an animated gif of at most :data:`GIF_FRAMES` frames (every other frame dropped as often as needed, so an
@@ -51,11 +52,6 @@ class PeriodicVideo:
         self, model: ActorCritic, source: EnvSource, vectorization: str, cfg: TrainConfig, steps: int, run_dir: RunDir
     ) -> None:
         assert cfg.video_every_env_steps is not None
-        if source.is_game:
-            raise ValueError(
-                "video_every_env_steps: not for runs of PettingZoo games yet (their evaluation plays whole games "
-                "against an opponent, without frames)"
-            )
         self.cfg, self.run_dir = cfg, run_dir
         self.schedule = EnvStepSchedule(cfg.video_every_env_steps, steps)
         self.model = copy.deepcopy(model).eval()

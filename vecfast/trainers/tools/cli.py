@@ -692,11 +692,6 @@ def _enjoy(args: argparse.Namespace) -> int:
     env = _run_env_id(args.run_dir, run)
     _check_env(env)
     video = None if args.no_video else (args.video or args.run_dir / "enjoy.mp4")
-    if video is not None and not is_env_id(env):
-        raise CommandError(
-            f"enjoy records videos of single-agent runs; {str(args.run_dir)!r} self-plays {env}: --no-video plays its "
-            "games against random moves, and vecfast evaluate --opponent chooses the opponent"
-        )
     from vecfast.trainers.tools.enjoy import enjoy
 
     result = enjoy(
