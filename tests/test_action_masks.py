@@ -147,7 +147,9 @@ def test_ppo_loss_and_gradients_stay_finite_with_masks_stored_in_the_rollout(use
     illegal = masks[:, :rollout].bool().logical_not() & masks[:, :rollout].bool().any(-1, keepdim=True)
     assert illegal.any() and (dist.dists[0].probs[illegal] == 0).all()
     advantages = torch.randn(num, rollout)
-    out = ppo_loss(model, dist, values[:, :-1], traj, advantages, torch.randn(num, rollout), cfg)
+    out = ppo_loss(
+        model, dist, values[:, :-1], traj, advantages, torch.randn(num, rollout), cfg, cfg.exploration_loss_coeff
+    )
     assert np.isfinite([out.loss.item(), out.policy_loss, out.value_loss, out.entropy, out.kl]).all()
     out.loss.backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]

@@ -12,9 +12,9 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from vecfast.trainers.algorithm.lr_schedule import learning_rate
 from vecfast.trainers.algorithm.models import ActorCritic, ConvEncoder, is_image
 from vecfast.trainers.algorithm.optimizers import Lamb, make_optimizer
+from vecfast.trainers.algorithm.schedules import learning_rate
 from vecfast.trainers.algorithm.se_resnet import WIDTHS, FixupBasicBlock, SpaceToDepth
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.registry import resolve

@@ -284,7 +284,9 @@ def test_advantages_are_normalised_per_minibatch_unless_normalize_advantage_is_o
         model = ActorCritic(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2), cfg)
         dist, values = model.evaluate(traj.obs, traj.first, traj.initial_state, traj.rollout)
         traj.log_probs[:] = dist.log_prob(traj.actions).detach()
-        out = ppo_loss(model, dist, values[:, :-1], traj, advantages, torch.zeros_like(advantages), cfg)
+        out = ppo_loss(
+            model, dist, values[:, :-1], traj, advantages, torch.zeros_like(advantages), cfg, cfg.exploration_loss_coeff
+        )
         assert out.policy_loss == pytest.approx(expected, abs=1e-6)
 
 

@@ -20,7 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import vecfast
 from vecfast.trainers import TrainResult, load_policy, train
-from vecfast.trainers.algorithm.lr_schedule import lr_scale
+from vecfast.trainers.algorithm.schedules import lr_scale
 from vecfast.trainers.registry import resolve
 from vecfast.trainers.run.defaults import ConfigLayers
 from vecfast.trainers.run.run_dir import RunDir, last_checkpoints, load_checkpoint

@@ -56,7 +56,9 @@ class PPOConfig:
     """The optimiser's learning rate, before lr_scaling and lr_schedule."""
     lr_schedule: str = "constant"
     """The learning rate's schedule by training progress: "constant", "linear_decay" or "cosine" (both to 0 at
-    the end of training)."""
+    the end of training). Progress is the run's env steps over total_env_steps or, where train_for_seconds
+    bounds the run, its training time over that if further on; a resumed run continues from its checkpoint's
+    progress."""
     lr_scaling: str = "none"
     """Scale learning_rate for large batches: "none", or "sqrt": times max(sqrt(batch_size * ranks / 256), 1),
     the square-root rule of Large Batch Simulation (Shacklett et al. 2021; 256 samples is its base). The paper
@@ -90,7 +92,10 @@ class PPOConfig:
     value_loss_coeff: float = 0.5
     """Weight of the critic's loss."""
     exploration_loss_coeff: float = 0.003
-    """Weight of the entropy bonus."""
+    """Weight of the entropy bonus, before exploration_loss_schedule."""
+    exploration_loss_schedule: str = "constant"
+    """The entropy bonus's schedule by training progress, as lr_schedule's: "constant", "linear_decay" or
+    "cosine"."""
     normalize_advantage: bool = True
     """Normalise the advantages of each minibatch to mean 0 and std 1."""
 
@@ -99,8 +104,9 @@ class PPOConfig:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of rollout ({self.rollout})")
         if self.num_epochs < 1 or self.num_batches_per_epoch < 1:
             raise ValueError("num_epochs and num_batches_per_epoch must be >= 1")
-        if self.lr_schedule not in ("constant", "linear_decay", "cosine"):
-            raise ValueError(f"lr_schedule must be 'constant', 'linear_decay' or 'cosine', got {self.lr_schedule!r}")
+        for key in ("lr_schedule", "exploration_loss_schedule"):
+            if getattr(self, key) not in ("constant", "linear_decay", "cosine"):
+                raise ValueError(f"{key} must be 'constant', 'linear_decay' or 'cosine', got {getattr(self, key)!r}")
         if self.lr_scaling not in ("none", "sqrt"):
             raise ValueError(f"lr_scaling must be 'none' or 'sqrt', got {self.lr_scaling!r}")
         warmup = self.lr_warmup_updates

@@ -101,8 +101,10 @@ def ppo_loss(
     advantages: torch.Tensor,
     targets: torch.Tensor,
     cfg: TrainConfig,
+    exploration_coeff: float,
 ) -> LossOutput:
-    """Clipped PPO objective (ratio in [1/(1+c), 1+c]) + value loss (in normalised units) - entropy bonus.
+    """Clipped PPO objective (ratio in [1/(1+c), 1+c]) + value loss (in normalised units) - entropy bonus (weighted
+    by ``exploration_coeff``, the schedule's value of ``exploration_loss_coeff``).
 
     ``new_values`` are normalised predictions for the ``rollout`` steps; ``targets`` are in
     return units (normalised here with the model's return statistics).
@@ -123,7 +125,7 @@ def ppo_loss(
         value_error = torch.max(value_error, (clipped - norm_targets).square())
     value_loss = 0.5 * masked_mean(value_error, mask)
     entropy = masked_mean(dist.entropy(), mask)
-    loss = policy_loss + cfg.value_loss_coeff * value_loss - cfg.exploration_loss_coeff * entropy
+    loss = policy_loss + cfg.value_loss_coeff * value_loss - exploration_coeff * entropy
     with torch.no_grad():
         kl = masked_mean((ratio - 1.0) - log_ratio, mask).item()
         clip_fraction = masked_mean(((ratio < low) | (ratio > high)).float(), mask).item()

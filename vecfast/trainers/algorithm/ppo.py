@@ -16,10 +16,10 @@ import torch
 from torch import nn
 
 from vecfast.trainers.algorithm.losses import LossOutput, gae, ppo_loss, vtrace
-from vecfast.trainers.algorithm.lr_schedule import learning_rate
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.algorithm.numerics import check_gradient, refusing_non_finite
 from vecfast.trainers.algorithm.optimizers import make_optimizer
+from vecfast.trainers.algorithm.schedules import exploration_coeff, learning_rate
 from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.base import collective
 from vecfast.trainers.config import TrainConfig
@@ -38,12 +38,14 @@ class PPO:
         self.optimizer = make_optimizer(model, cfg)
         self.version = 0
         self.minibatch = cfg.batch_size // cfg.rollout  # trajectories per gradient step
+        self.exploration_coeff = exploration_coeff(cfg, 0.0)
 
     def set_progress(self, fraction: float) -> None:
-        """Training progress in [0, 1], for the learning-rate schedule."""
+        """Training progress in [0, 1], for the learning rate's and the entropy bonus's schedules."""
         lr = learning_rate(self.cfg, fraction, self.version, collective.world_size())
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        self.exploration_coeff = exploration_coeff(self.cfg, fraction)
 
     @property
     def learning_rate(self) -> float:
@@ -59,9 +61,9 @@ class PPO:
     ) -> dict[str, float]:
         """``num_epochs`` passes over ``batch`` in shuffled minibatches of :attr:`minibatch` trajectories.
 
-        ``progress`` (in [0, 1]) sets the learning rate, the valid observations update the
-        model's normalisers first, and ``after_step`` runs after every gradient step (APPO
-        publishes the weights there). Returns the last step's loss terms by name. Values that are not
+        ``progress`` (in [0, 1]) sets the learning rate and the entropy bonus's weight, the valid observations
+        update the model's normalisers first, and ``after_step`` runs after every gradient step (APPO publishes the
+        weights there). Returns the last step's loss terms by name. Values that are not
         finite raise :class:`~vecfast.trainers.algorithm.numerics.NonFiniteError`, naming the update, before the
         weights or the normalisers take them.
         """
@@ -81,7 +83,10 @@ class PPO:
                     else:
                         out, grad_norm = self.step(batch.select(idx), advantages[idx], targets[idx])
                     after_step()
-        return {**out.terms(), "grad_norm": grad_norm, "learning_rate": self.learning_rate}
+        terms = {**out.terms(), "grad_norm": grad_norm, "learning_rate": self.learning_rate}
+        if self.cfg.exploration_loss_schedule != "constant":
+            terms["exploration_loss_coeff"] = self.exploration_coeff
+        return terms
 
     def step(
         self, batch: Trajectories, advantages: torch.Tensor | None = None, targets: torch.Tensor | None = None
@@ -103,7 +108,7 @@ class PPO:
                     advantages, targets = gae(batch, values, cfg.gamma, cfg.gae_lambda)
         if model.returns_norm is not None:
             model.returns_norm.update(targets[batch.valid])
-        out = ppo_loss(model, dist, norm_values[:, :-1], batch, advantages, targets, cfg)
+        out = ppo_loss(model, dist, norm_values[:, :-1], batch, advantages, targets, cfg, self.exploration_coeff)
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()

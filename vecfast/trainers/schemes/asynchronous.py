@@ -24,6 +24,7 @@ from gymnasium.vector import VectorEnv
 from vecfast.trainers.algorithm.learners import Learners, mean_terms
 from vecfast.trainers.algorithm.trajectories import Trajectories
 from vecfast.trainers.base.metrics import IterationMetrics, PolicyLag
+from vecfast.trainers.base.progress import RunProgress
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import AlgorithmFactory, BatchSource, RemoteSampling
 from vecfast.trainers.sampling.acting_plan import ActingPlan, PlanFactory, single_policy
@@ -145,7 +146,8 @@ class AsyncTrainer:
         *,
         plan: PlanFactory = single_policy,
     ) -> None:
-        self.cfg, self.total_env_steps = cfg, total_env_steps
+        self.cfg = cfg
+        self.progress = RunProgress(total_env_steps, cfg.train_for_seconds)
         self.learners = learners = Learners(env, algorithm, cfg, acting_copies=True)
         self.agent = learners.agents[0]
         self.model = self.agent.model
@@ -169,6 +171,7 @@ class AsyncTrainer:
 
         for p in range(len(learners)):
             publish(p)
+        self.progress.start()
         while True:
             wait_start = time.perf_counter()
             batch = batches.next_batch()
@@ -176,7 +179,7 @@ class AsyncTrainer:
                 batch = batch.apply(lambda x: x.to(self.device, non_blocking=True))
             learn_start = time.perf_counter()
             lag = learners.lag_of(batch)
-            progress = batches.env_steps / self.total_env_steps
+            progress = self.progress.fraction(batches.env_steps)
             learned = learners.learn(batch, progress, on_policy=False, after_step=publish)
             plan.learned(learned, publish)
             timings = batches.timings
@@ -198,10 +201,14 @@ class AsyncTrainer:
             )
 
     def state_dict(self) -> dict[str, Any]:
-        return scheme_state(self.learners, self.batches.episodes_started, self.plan, self.batches.env_steps)
+        return scheme_state(
+            self.learners, self.batches.episodes_started, self.plan, self.batches.env_steps, self.progress
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.batches.env_steps = load_scheme_state(self.learners, self.batches.episodes_started, self.plan, state)
+        self.batches.env_steps = load_scheme_state(
+            self.learners, self.batches.episodes_started, self.plan, self.progress, state
+        )
         for p, agent in enumerate(self.learners.agents):
             self.batches.publish(agent.model.state_dict(), agent.algorithm.version, p)
 

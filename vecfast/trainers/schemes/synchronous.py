@@ -27,6 +27,7 @@ from vecfast.trainers.algorithm.learners import Learners, mean_terms
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.base import collective
 from vecfast.trainers.base.metrics import IterationMetrics
+from vecfast.trainers.base.progress import RunProgress
 from vecfast.trainers.config import TrainConfig
 from vecfast.trainers.protocols import AlgorithmFactory
 from vecfast.trainers.sampling.acting_plan import PlanFactory, single_policy
@@ -91,7 +92,8 @@ class SyncTrainer:
         rollout_end: RolloutEnd | None = None,
     ) -> None:
         check_rollout_splits(env.num_envs, cfg)
-        self.env, self.cfg, self.total_env_steps = env, cfg, total_env_steps
+        self.env, self.cfg = env, cfg
+        self.progress = RunProgress(total_env_steps, cfg.train_for_seconds)
         self.learners = Learners(env, algorithm, cfg, acting_copies=False, learn_with=learn_with)
         self.agent = self.learners.agents[0]
         self.model, self.device = self.agent.model, self.agent.device
@@ -121,6 +123,7 @@ class SyncTrainer:
         cfg, sampler, learners = self.cfg, self.sampler, self.learners
         n = self.env.num_envs
         received = sampler.reset()
+        self.progress.start()
         while True:
             sample_start = time.perf_counter()
             ranks_sync = 0.0  # coordinating with the other ranks: preemption polls, then the steps' count
@@ -148,7 +151,7 @@ class SyncTrainer:
                 batch = sampler.storage.select(torch.tensor(rows, device=self.device))
             else:  # each env refills its own row (env i, row i), so the rows are the batch as they stand
                 batch = sampler.storage if steps == cfg.rollout else sampler.storage.prefix(steps)  # preempted: as is
-            progress = self.env_steps / self.total_env_steps
+            progress = self.progress.fraction(self.env_steps)
             learned = learners.learn(batch, progress, on_policy=True, after_step=_nothing)
             self.plan.learned(learned, _nothing)  # the learners act themselves: nothing to publish
             sampler.release(rows)
@@ -184,10 +187,12 @@ class SyncTrainer:
         return received.rows(self._complete(received)) if self.in_turns else received
 
     def state_dict(self) -> dict[str, Any]:
-        return scheme_state(self.learners, self.sampler.episodes_started, self.plan, self.env_steps)
+        return scheme_state(self.learners, self.sampler.episodes_started, self.plan, self.env_steps, self.progress)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.env_steps = load_scheme_state(self.learners, self.sampler.episodes_started, self.plan, state)
+        self.env_steps = load_scheme_state(
+            self.learners, self.sampler.episodes_started, self.plan, self.progress, state
+        )
 
     def close(self) -> None:
         """Nothing to stop: everything runs in the caller's thread."""
