@@ -218,3 +218,37 @@ def test_the_pool_rates_its_games_with_elo() -> None:
     snapshots.record(name, 1.0)  # equal ratings: +16
     assert elo.rating("policy_0") == 1032.0 and elo.rating(name) == 1000.0
     assert elo.record_of("policy_0", name).wins == 1
+
+
+def test_pfsp_draws_the_snapshots_that_beat_the_learner_and_keeps_the_latest_in_the_mix() -> None:
+    """AlphaStar's weighting by the learner's win rate x against each snapshot: hard (1 - x)^2, var x (1 - x)."""
+    model = learner()
+    hard = pool(model, sampling="pfsp_hard", latest_probability=0.5)
+    for update in (10, 20, 30):
+        hard.snapshot(update)
+    fresh = hard.draw_probabilities()
+    assert fresh.tolist() == pytest.approx([1 / 3] * 3)  # no games yet: every snapshot counts as even
+    for _ in range(40):  # it loses to the first, is even with the second, beats the third
+        hard.record("policy_0@update10", 0.0)
+        hard.record("policy_0@update20", 0.5)
+        hard.record("policy_0@update30", 1.0)
+    assert hard.win_rates() == pytest.approx([0.5 / 41, 0.5, 40.5 / 41])
+    expected = (1 - hard.win_rates()) ** 2
+    assert hard.draw_probabilities() == pytest.approx(expected / expected.sum())
+    draws = [hard.draw() for _ in range(6000)]
+    assert sum(d.latest for d in draws) / len(draws) == pytest.approx(0.5, abs=0.03)  # the latest keeps its share
+    drawn = [d.name for d in draws if not d.latest]
+    assert drawn.count("policy_0@update10") / len(drawn) == pytest.approx(expected[0] / expected.sum(), abs=0.03)
+    assert hard.draws["policy_0@update10"] == drawn.count("policy_0@update10")
+    var = pool(model, sampling="pfsp_var")
+    var.snapshot(10)
+    var.snapshot(20)
+    for _ in range(40):
+        var.record("policy_0@update10", 0.5)
+        var.record("policy_0@update20", 1.0)
+    assert var.draw_probabilities()[0] > 0.9  # the even one, not the beaten one
+    restored = pool(model, sampling="pfsp_hard")
+    restored.load_state_dict(hard.state_dict())
+    assert restored.win_rates() == pytest.approx(hard.win_rates()) and restored.draws == hard.draws
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        pool(model, sampling="hardest")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+import torch
 from pettingzoo.classic import connect_four_v3, tictactoe_v3
 
 import vecfast
@@ -53,6 +54,19 @@ def test_train_self_plays_a_pettingzoo_module_with_elo_in_the_metrics(tmp_path: 
     for result in (*against.values(), vecfast.evaluate(tmp_path / "run", episodes=4)):  # default: random
         assert result.metrics["win_rate"] + result.metrics["draw_rate"] + result.metrics["loss_rate"] == 1.0
         assert result.metrics["win_rate_low"] <= result.metrics["win_rate"] <= result.metrics["win_rate_high"]
+
+
+@pytest.mark.parametrize("algo", ["appo", "ppo"])
+def test_pfsp_draws_reach_the_metrics_and_the_checkpoint(tmp_path: Path, algo: str) -> None:
+    keys = {**SMALL, "opponent_sampling": "pfsp_hard", "latest_opponent_probability": 0.5}
+    vecfast.train(connect_four_v3, algo=algo, total_env_steps=2_000, run_dir=tmp_path / "run", **keys)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    last = lines[-1]
+    assert 0 < last["win_rate_vs_hardest_snapshot"] <= last["win_rate_vs_snapshots_mean"] < 1
+    assert 0 < last["hardest_snapshot_draw_share"] <= 1
+    state = torch.load(next((tmp_path / "run" / "checkpoints").glob("last_*.pt")), weights_only=True)
+    pool = state["acting_plan"]["pool"]
+    assert pool["draws"] and sum(len(scores) for scores in pool["scores"].values()) > 0
 
 
 def test_a_win_rate_comes_from_200_games_by_default_with_its_interval(tmp_path: Path) -> None:

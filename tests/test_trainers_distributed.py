@@ -147,8 +147,9 @@ def selfplay_books(iterations: int) -> list[list[dict]]:
     init_process_group(rank, torch.device("cpu"))
     try:
         cfg = TrainConfig.from_overrides(
-            **{**SMALL, "rollout": 8}, snapshot_every_updates=2, latest_opponent_probability=0.5, seed=10 * rank.rank
-        )
+            **{**SMALL, "rollout": 8}, snapshot_every_updates=2, latest_opponent_probability=0.5, seed=10 * rank.rank,
+            opponent_sampling="pfsp_hard",
+        )  # fmt: skip
         env = vector_env_from(connect_four_v3, num_matches=4)
         trainer = DistributedTrainer(env, PPO, cfg, total_env_steps=10**6, plan=plan_for())
         league, rows = trainer.plan, []
@@ -159,6 +160,7 @@ def selfplay_books(iterations: int) -> list[list[dict]]:
                     "elo": league.pool.elo.to_dict(),
                     "snapshots": list(league.pool.snapshots),
                     "games": dict(league.games),
+                    "chances": league.pool.draw_probabilities().tolist() if league.pool.snapshots else [],
                     "episodes": metrics.episodes.episodes,
                 }
             )
@@ -176,12 +178,13 @@ def selfplay_books(iterations: int) -> list[list[dict]]:
 @pytest.mark.timeout(180)
 def test_ddppo_self_plays_with_the_jobs_books_in_every_rank():
     """Each rank draws its own opponents, yet the ranks' models stay bit-identical and every rank keeps the same
-    Elo ratings, snapshots and game counts: the results of both ranks' games, gathered."""
+    Elo ratings, snapshots, game counts and PFSP's draw probabilities: the results of both ranks' games, gathered."""
     ranks = launch_local(2, selfplay_books, 8)
     zero, one = ranks
     for a, b in zip(zero, one, strict=True):
         assert a["digest"] == b["digest"]
         assert (a["elo"], a["snapshots"], a["games"]) == (b["elo"], b["snapshots"], b["games"])
+        assert a["chances"] == b["chances"]  # PFSP's draws go by the job's win rates, the same in every rank
     assert len({row["digest"] for row in zero}) == len(zero)  # every update changed the model
     last = zero[-1]
     assert len(last["snapshots"]) >= 3 and last["games"]["snapshot"] > 0

@@ -136,7 +136,8 @@ class League:
 
     def summary(self) -> dict[str, float]:
         """Numbers for the metrics: the learner's Elo, its score against snapshots over its last games (and how
-        many), the snapshots and games so far."""
+        many), the snapshots and games so far, and the win rates the draws go by: against the snapshot it does worst
+        against (and that snapshot's share of the draws) and against all on average."""
         with self.lock:
             out = {
                 "snapshots": float(len(self.pool.snapshots)),
@@ -148,6 +149,12 @@ class League:
             recent = self.pool.recent_score()
             if recent is not None:
                 out["score_vs_snapshots"], out["score_vs_snapshots_games"] = recent[0], float(recent[1])
+            if self.pool.snapshots:  # the draws and the win rates behind them (PFSP's, or to judge uniform draws by)
+                win_rates, chances = self.pool.win_rates(), self.pool.draw_probabilities()
+                hardest = int(np.argmin(win_rates))
+                out["win_rate_vs_hardest_snapshot"] = float(win_rates[hardest])
+                out["hardest_snapshot_draw_share"] = float(chances[hardest])
+                out["win_rate_vs_snapshots_mean"] = float(win_rates.mean())
             return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -203,6 +210,8 @@ def league_for(env: VectorEnv, learners: Learners, cfg: TrainConfig) -> League:
         snapshot_every_updates=cfg.snapshot_every_updates,
         win_rate_threshold=cfg.snapshot_win_rate,
         latest_probability=cfg.latest_opponent_probability,
+        sampling=cfg.opponent_sampling,
+        pfsp_exponent=cfg.pfsp_exponent,
         max_loaded=cfg.opponent_seats,
         elo=Elo(),
         seed=cfg.seed,

@@ -5,6 +5,12 @@ challenge. OpenAI Five drew the latest policy 80% of the time and a past snapsho
 every ``snapshot_every_updates`` learner updates, or sooner once the learner's mean score against the past
 snapshots over its last ``win_rate_games`` games reaches ``win_rate_threshold`` (it has outgrown them).
 
+Which snapshot a game draws is ``sampling``: uniformly (OpenAI Five), or by AlphaStar's prioritized fictitious
+self-play (PFSP) on the learner's win rate ``x`` against each (its mean score over its last ``win_rate_games`` games
+against that snapshot, a fresh one counting as even): ``"pfsp_hard"`` weighs a snapshot by ``(1 - x) ** exponent``,
+so the opponents that still beat the learner come back until it has learnt to punish them; ``"pfsp_var"`` by
+``x (1 - x)``, the opponents it is even with. The latest policy keeps its ``latest_probability`` of the games.
+
 Snapshots are weights, not modules: files in ``directory`` (``torch.save(state_dict)``, read back with
 ``weights_only=True``) or CPU tensors in memory. Only the ``max_loaded`` most recently drawn are built into
 modules (by the caller's ``model_factory``), so a pool of hundreds costs disk or host memory, not GPU memory.
@@ -23,6 +29,21 @@ import torch
 from torch import nn
 
 from vecfast.selfplay.elo import Elo
+
+OPPONENT_SAMPLINGS = ("uniform", "pfsp_hard", "pfsp_var")
+
+
+def pfsp_weights(win_rates: np.ndarray, sampling: str, exponent: float = 2.0) -> np.ndarray:
+    """The draw probabilities of opponents against which the learner's win rates are ``win_rates``, by
+    ``sampling`` (see the module docstring); uniform where every weight is 0 (the learner beats them all)."""
+    if sampling == "pfsp_hard":
+        weights = (1.0 - win_rates) ** exponent
+    elif sampling == "pfsp_var":
+        weights = win_rates * (1.0 - win_rates)
+    else:
+        weights = np.ones_like(win_rates)
+    total = weights.sum()
+    return weights / total if total > 0 else np.full(len(win_rates), 1.0 / len(win_rates))
 
 
 @dataclass(frozen=True)
@@ -68,6 +89,8 @@ class SnapshotPool:
         win_rate_threshold: float | None = 0.7,
         win_rate_games: int = 100,
         latest_probability: float = 0.8,
+        sampling: str = "uniform",
+        pfsp_exponent: float = 2.0,
         max_loaded: int = 4,
         elo: Elo | None = None,
         seed: int | None = None,
@@ -82,17 +105,24 @@ class SnapshotPool:
             raise ValueError(f"latest_probability must be in [0, 1], got {latest_probability}")
         if max_loaded < 1:
             raise ValueError(f"max_loaded must be >= 1, got {max_loaded}")
+        if sampling not in OPPONENT_SAMPLINGS:
+            raise ValueError(f"sampling must be one of {OPPONENT_SAMPLINGS}, got {sampling!r}")
+        if pfsp_exponent <= 0:
+            raise ValueError(f"pfsp_exponent must be > 0, got {pfsp_exponent}")
         self.learner, self.model_factory, self.name = learner, model_factory, name
         self.directory = None if directory is None else Path(directory)
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
         self.snapshot_every_updates, self.win_rate_threshold = snapshot_every_updates, win_rate_threshold
         self.latest_probability, self.max_loaded, self.elo = latest_probability, max_loaded, elo
+        self.sampling, self.pfsp_exponent = sampling, pfsp_exponent
         self.rng = np.random.default_rng(seed)
         self.snapshots: dict[str, Snapshot] = {}  # by name, oldest first
         self._weights: dict[str, dict[str, torch.Tensor]] = {}  # in-memory snapshots (no directory)
         self._loaded: OrderedDict[str, nn.Module] = OrderedDict()  # built modules, least recently used first
         self._results: deque[float] = deque(maxlen=win_rate_games)  # the learner's last scores against snapshots
+        self._scores: dict[str, deque[float]] = {}  # its last scores against each snapshot, by name
+        self.draws: dict[str, int] = {}  # games drawn against each snapshot
         self._games_since_snapshot = 0  # how many of them the current pool has seen (the win rate's window)
         self._last_snapshot_update = 0
 
@@ -133,12 +163,27 @@ class SnapshotPool:
 
     # ------------------------------------------------------------------ playing them
     def draw(self) -> Opponent:
-        """The next opponent: a uniformly drawn snapshot with probability ``1 - latest_probability`` (once there
-        is one), else the latest policy."""
+        """The next opponent: with probability ``1 - latest_probability`` (once there is one) a snapshot drawn by
+        ``sampling`` (:meth:`draw_probabilities`), else the latest policy."""
         if self.snapshots and self.rng.random() >= self.latest_probability:
-            name = list(self.snapshots)[int(self.rng.integers(len(self.snapshots)))]
+            names = list(self.snapshots)
+            if self.sampling == "uniform":  # (the generator's draws as they were before PFSP)
+                name = names[int(self.rng.integers(len(names)))]
+            else:
+                name = names[int(self.rng.choice(len(names), p=self.draw_probabilities()))]
+            self.draws[name] = self.draws.get(name, 0) + 1
             return Opponent(name, latest=False, pool=self)
         return Opponent(self.name, latest=True, pool=self)
+
+    def win_rates(self) -> np.ndarray:
+        """The learner's win rate against each snapshot, oldest first: its mean score over its last
+        ``win_rate_games`` games against it, pulled towards even by one game's worth (a fresh snapshot is 0.5)."""
+        return np.array([(sum(self._scores.get(name, ())) + 0.5) / (len(self._scores.get(name, ())) + 1)
+                         for name in self.snapshots])  # fmt: skip
+
+    def draw_probabilities(self) -> np.ndarray:
+        """How a drawn snapshot is chosen, oldest first (:func:`pfsp_weights` of :meth:`win_rates`)."""
+        return pfsp_weights(self.win_rates(), self.sampling, self.pfsp_exponent)
 
     def model(self, name: str) -> nn.Module:
         """Snapshot ``name`` as a module in eval mode without gradients; built from its weights unless it is among
@@ -173,6 +218,7 @@ class SnapshotPool:
         if self.elo is not None:
             self.elo.record(self.name, opponent, score)
         self._results.append(float(score))
+        self._scores.setdefault(opponent, deque(maxlen=self._results.maxlen)).append(float(score))
         self._games_since_snapshot += 1
 
     def win_rate(self) -> float | None:
@@ -200,6 +246,8 @@ class SnapshotPool:
             "snapshots": [asdict(s) for s in self.snapshots.values()],
             "weights": dict(self._weights),
             "results": list(self._results),
+            "scores": {name: list(scores) for name, scores in self._scores.items()},
+            "draws": dict(self.draws),
             "games_since_snapshot": self._games_since_snapshot,
             "last_snapshot_update": self._last_snapshot_update,
             "rng": self.rng.bit_generator.state,
@@ -220,6 +268,10 @@ class SnapshotPool:
         self._loaded.clear()
         self._results.clear()
         self._results.extend(state["results"])
+        self._scores = {
+            name: deque(scores, maxlen=self._results.maxlen) for name, scores in state.get("scores", {}).items()
+        }
+        self.draws = dict(state.get("draws", {}))
         self._games_since_snapshot = state.get("games_since_snapshot", len(state["results"]))  # older checkpoints
         self._last_snapshot_update = state["last_snapshot_update"]
         self.rng.bit_generator.state = state["rng"]

@@ -214,6 +214,12 @@ class SelfPlayConfig:
     snapshot_win_rate: float = 0.7
     """Self-play: a snapshot is also taken once the learner's mean score against the snapshots (win 1, draw 0.5)
     over its last 100 games reaches this."""
+    opponent_sampling: str = "uniform"
+    """Self-play: how a game draws a past snapshot: "uniform", or by AlphaStar's prioritized fictitious self-play on
+    the learner's win rate x against each (its mean score over its last 100 games against it): "pfsp_hard", weight
+    (1 - x) ** pfsp_exponent (the snapshots that still beat it), "pfsp_var", x (1 - x) (those it is even with)."""
+    pfsp_exponent: float = 2.0
+    """Self-play: the exponent p of "pfsp_hard"'s weight (1 - x) ** p; larger draws the hardest more."""
 
     def check(self) -> None:
         if self.opponent_seats < 0 or self.snapshot_every_updates < 1:
@@ -221,6 +227,12 @@ class SelfPlayConfig:
                 f"opponent_seats must be >= 0 and snapshot_every_updates >= 1, "
                 f"got {self.opponent_seats} and {self.snapshot_every_updates}"
             )
+        if self.opponent_sampling not in ("uniform", "pfsp_hard", "pfsp_var"):
+            raise ValueError(
+                f"opponent_sampling must be 'uniform', 'pfsp_hard' or 'pfsp_var', got {self.opponent_sampling!r}"
+            )
+        if not self.pfsp_exponent > 0:
+            raise ValueError(f"pfsp_exponent must be > 0, got {self.pfsp_exponent!r}")
         if not 0.0 <= self.latest_opponent_probability <= 1.0 or not 0.0 < self.snapshot_win_rate <= 1.0:
             raise ValueError(
                 f"latest_opponent_probability must be in [0, 1] and snapshot_win_rate in (0, 1], "

@@ -75,7 +75,7 @@ def progress_line(metrics: dict[str, Any], total_env_steps: int, time_limit: flo
 def selfplay_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """A self-play run's own figures among its metrics: a league's Elo and score against its snapshots (over how
     many games), each population policy's Elo; empty for other runs."""
-    keys = ("elo", "score_vs_snapshots", "score_vs_snapshots_games", "snapshots")
+    keys = ("elo", "score_vs_snapshots", "score_vs_snapshots_games", "snapshots", "win_rate_vs_hardest_snapshot")
     league = {key: metrics[key] for key in keys if metrics.get(key) is not None}
     population = {
         key: value
@@ -93,6 +93,8 @@ def _selfplay_parts(metrics: dict[str, Any]) -> list[str]:
         parts.append(f"Elo {own['elo']:.0f}")
     if "score_vs_snapshots" in own:
         parts.append(f"score vs snapshots {own['score_vs_snapshots']:.2f}")
+    if "win_rate_vs_hardest_snapshot" in own:
+        parts.append(f"vs hardest {own['win_rate_vs_hardest_snapshot']:.2f}")
     population = [value for key, value in own.items() if key.startswith("policy_")]
     if population:
         parts.append("Elo " + " / ".join(f"{value:.0f}" for value in population) + " (policies)")
