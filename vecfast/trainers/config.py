@@ -121,6 +121,30 @@ class PPOConfig:
 
 
 @dataclass
+class AuxiliaryConfig:
+    """Self-supervised auxiliary losses on the agent's trajectories (Ye et al. 2020), added to the RL loss."""
+
+    GROUP: ClassVar[str] = "auxiliary losses"
+
+    aux_cpca_coeff: float = 0.0
+    """Weight of CPC|A-k: from the core's belief and the actions taken, tell the next aux_cpca_steps observations'
+    features from other observations'; 0: off (and not in the model)."""
+    aux_cpca_steps: int = 4
+    """CPC|A's k: how many steps ahead it predicts."""
+    aux_inverse_dynamics_coeff: float = 0.0
+    """Weight of inverse dynamics: the action taken between two observations, from their features; 0: off."""
+
+    def check(self) -> None:
+        if self.aux_cpca_coeff < 0 or self.aux_inverse_dynamics_coeff < 0:
+            raise ValueError(
+                f"aux_cpca_coeff and aux_inverse_dynamics_coeff must be >= 0, got {self.aux_cpca_coeff} and "
+                f"{self.aux_inverse_dynamics_coeff}"
+            )
+        if isinstance(self.aux_cpca_steps, bool) or not isinstance(self.aux_cpca_steps, int) or self.aux_cpca_steps < 1:
+            raise ValueError(f"aux_cpca_steps must be an int >= 1, got {self.aux_cpca_steps!r}")
+
+
+@dataclass
 class AsyncConfig:
     """The asynchronous scheme's (APPO's) own knobs."""
 
@@ -497,6 +521,7 @@ class TrainConfig(
     DistributedConfig,
     RayConfig,
     AsyncConfig,
+    AuxiliaryConfig,
     PPOConfig,
     SamplingConfig,
 ):
@@ -542,6 +567,7 @@ class TrainConfig(
 CONCERNS = (
     SamplingConfig,
     PPOConfig,
+    AuxiliaryConfig,
     AsyncConfig,
     RayConfig,
     DistributedConfig,

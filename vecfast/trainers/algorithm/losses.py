@@ -7,7 +7,7 @@ is not ``valid`` only reset the env and contributes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -75,10 +75,12 @@ class LossOutput:
     entropy: float
     kl: float
     clip_fraction: float
+    auxiliary: dict[str, float] = field(default_factory=dict)  # the auxiliary losses' terms (aux_<name>)
 
     def terms(self) -> dict[str, float]:
         """The loss terms by name (everything but the loss tensor)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "loss"}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("loss", "auxiliary")}
+        return {**own, **self.auxiliary}
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

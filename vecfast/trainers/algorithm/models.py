@@ -21,6 +21,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from vecfast.trainers.algorithm.auxiliary import AuxiliaryInputs, auxiliary_losses
 from vecfast.trainers.algorithm.distributions import ActionDistribution, ActionHead
 from vecfast.trainers.algorithm.normalize import RunningMeanStd
 from vecfast.trainers.algorithm.numerics import Conv2d, conv2d, native_bf16
@@ -259,6 +260,11 @@ class ActorCritic(nn.Module):
         nn.init.zeros_(self.critic.bias)
         self.returns_norm = RunningMeanStd((), clip=1e6) if cfg.normalize_returns else None
         self._default_act_state = ActState()
+        encoded = sum(e.out_features for e in self.encoders.values())
+        self.auxiliary = auxiliary_losses(
+            encoded, core_out, action_space, cfg
+        )  # last: the other layers' init as before
+        self.auxiliary_terms: dict[str, torch.Tensor] = {}  # the auxiliary losses of the last forward pass
 
     # ----------------------------------------------------------------- learning interface
     def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -292,16 +298,18 @@ class ActorCritic(nn.Module):
         state: torch.Tensor,
         steps: int,
         actions: torch.Tensor | None = None,
+        valid: torch.Tensor | None = None,
     ) -> tuple[ActionDistribution, torch.Tensor]:
         """Whole trajectories ``[B, L, ...]`` from initial states ``[B, H]``: the module's forward pass.
 
         Returns the action distributions of the first ``steps`` steps (the last
         observation only bootstraps) and the normalised values of all ``L``. ``actions``
         (``[B, L - 1]``, those taken) are the previous actions that ``prev_action_embedding``
-        reads. Learning goes through here (and ``__call__``), so that a DistributedDataParallel
-        wrapper sees it.
+        reads. With ``valid`` (``[B, L - 1]``, the transitions) and the actions, the model's auxiliary losses
+        (:mod:`~vecfast.trainers.algorithm.auxiliary`) are computed too, into :attr:`auxiliary_terms`.
+        Learning goes through here (and ``__call__``), so that a DistributedDataParallel wrapper sees it.
         """
-        return self(obs, first, state, steps, actions)
+        return self(obs, first, state, steps, actions, valid)
 
     def forward(
         self,
@@ -310,10 +318,11 @@ class ActorCritic(nn.Module):
         state: torch.Tensor,
         steps: int,
         actions: torch.Tensor | None = None,
+        valid: torch.Tensor | None = None,
     ) -> tuple[ActionDistribution, torch.Tensor]:
         """See :meth:`evaluate`."""
         batch, length = first.shape
-        x = self.encode({k: v.flatten(0, 1) for k, v in obs.items()}).view(batch, length, -1)
+        x = encoded = self.encode({k: v.flatten(0, 1) for k, v in obs.items()}).view(batch, length, -1)
         if self.prev_action is not None:
             if actions is None:
                 raise ValueError("prev_action_embedding: evaluate needs the actions taken")
@@ -327,6 +336,10 @@ class ActorCritic(nn.Module):
                 hidden = self.core(x[:, t], hidden * keep[:, t])
                 outputs.append(hidden)
             x = torch.stack(outputs, dim=1)
+        self.auxiliary_terms = {}
+        if len(self.auxiliary) and valid is not None and actions is not None:
+            inputs = AuxiliaryInputs(encoded, x, actions[:, :steps], valid[:, :steps])
+            self.auxiliary_terms = {name: loss(inputs) for name, loss in self.auxiliary.items()}
         mask = obs.get(ACTION_MASK_KEY)
         return self.actor(x[:, :steps], None if mask is None else mask[:, :steps]), self.critic(x).squeeze(-1)
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vecfast.trainers.algorithm.auxiliary import weighted_sum
 from vecfast.trainers.algorithm.losses import LossOutput, gae, ppo_loss, vtrace
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.algorithm.numerics import check_gradient, refusing_non_finite
@@ -97,7 +98,10 @@ class PPO:
         Without ``advantages`` and ``targets`` they come from the current values (V-trace or GAE).
         """
         model, cfg = self.model, self.cfg
-        dist, norm_values = model.evaluate(batch.obs, batch.first, batch.initial_state, batch.rollout, batch.actions)
+        dist, norm_values = model.evaluate(
+            batch.obs, batch.first, batch.initial_state, batch.rollout, batch.actions, batch.valid
+        )
+        auxiliary = getattr(model, "module", model).auxiliary_terms  # (through a DistributedDataParallel wrapper)
         if advantages is None or targets is None:
             with torch.no_grad():
                 values = model.denormalize_value(norm_values)
@@ -109,8 +113,12 @@ class PPO:
         if model.returns_norm is not None:
             model.returns_norm.update(targets[batch.valid])
         out = ppo_loss(model, dist, norm_values[:, :-1], batch, advantages, targets, cfg, self.exploration_coeff)
+        loss = out.loss
+        if auxiliary:
+            loss = loss + weighted_sum(auxiliary, cfg)
+            out.auxiliary = {f"aux_{name}": term.item() for name, term in auxiliary.items()}
         self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
+        loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()
         check_gradient(grad_norm, out.terms())
         self.optimizer.step()
