@@ -393,3 +393,20 @@ def test_close_leaves_no_process_and_no_shared_memory(process_guard: Any) -> Non
     env.close()
     assert wait_gone(workers, timeout=5) == []
     assert shm_entries() <= shm_before
+
+
+def test_a_reset_drops_what_was_sent_and_stepping_goes_on(make_multi: Callable) -> None:
+    """A reset while matches step: their results are dropped with the reset (as the matches' own reset drops them),
+    and the steps after it return the new episodes, not a stale send's."""
+    env = make_multi([rps] * 2, num_workers=1)
+    direct = DirectMatches([rps] * 2)
+    env.reset(seed=5)
+    actions = np.arange(env.num_envs) % 3
+    env.send(actions[:2], np.array([0, 1]))  # match 0, not received
+    obs, _ = env.reset(seed=5)
+    direct.reset(seed=5)
+    np.testing.assert_array_equal(obs, direct.observations())
+    env.send(actions[2:], np.array([2, 3]))  # match 1 alone: recv returns it, not the dropped send of match 0
+    assert env.recv()[4]["env_id"].tolist() == [2, 3]
+    env.send(actions[:2], np.array([0, 1]))
+    assert env.recv()[4]["env_id"].tolist() == [0, 1]

@@ -240,6 +240,7 @@ class SlotVectorEnv(VectorEnv):
             per_match = [seeds[m] for m in matches.tolist()]
         else:
             per_match = [None if seeds is None else int(seeds) + m for m in matches.tolist()]
+        self._sent.clear()  # a start finishes and drops what was sent (a masked one follows nothing in flight)
         starting = np.isin(self.match_ids, matches)
         self._state[starting] = SlotState.SENT
         self._ended[starting] = False
