@@ -244,6 +244,10 @@ class SelfPlayConfig:
     (1 - x) ** pfsp_exponent (the snapshots that still beat it), "pfsp_var", x (1 - x) (those it is even with)."""
     pfsp_exponent: float = 2.0
     """Self-play: the exponent p of "pfsp_hard"'s weight (1 - x) ** p; larger draws the hardest more."""
+    random_opening_moves: int = 0
+    """Self-play on turn-based games (with an action mask): every training game starts after 0 to this many random
+    legal moves (uniformly many), so the learner meets positions its own play never leads to; evaluation plays the
+    game from its start. 0: off."""
 
     def check(self) -> None:
         if self.opponent_seats < 0 or self.snapshot_every_updates < 1:
@@ -257,6 +261,8 @@ class SelfPlayConfig:
             )
         if not self.pfsp_exponent > 0:
             raise ValueError(f"pfsp_exponent must be > 0, got {self.pfsp_exponent!r}")
+        if self.random_opening_moves < 0:
+            raise ValueError(f"random_opening_moves must be >= 0, got {self.random_opening_moves!r}")
         if not 0.0 <= self.latest_opponent_probability <= 1.0 or not 0.0 < self.snapshot_win_rate <= 1.0:
             raise ValueError(
                 f"latest_opponent_probability must be in [0, 1] and snapshot_win_rate in (0, 1], "

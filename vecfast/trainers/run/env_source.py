@@ -127,6 +127,7 @@ class EnvSource:
         restart_failed_workers: bool = False,
         render_mode: str | None = None,
         extra_kwargs: Mapping[str, Any] | None = None,
+        random_opening_moves: int = 0,
     ) -> VectorEnv:
         """The vector env of ``num_envs`` envs (a given VectorEnv as it is).
 
@@ -136,18 +137,19 @@ class EnvSource:
         ``render_mode`` renders single envs (shared memory), as batched simulators may not render;
         ``extra_kwargs`` go to the env besides the source's own (a rank's share of PointNav's scenes).
         A PettingZoo source makes ``num_envs`` matches (a module's with the source's keyword arguments, and any
-        ``render_mode``).
+        ``render_mode``), turn-based ones from ``random_opening_moves`` (training's: self-play's openings).
         """
         if isinstance(self.env, VectorEnv):
-            return self.env
+            return _without_openings(self.env, random_opening_moves)
         if self.id is None:
             made = self.env() if callable(self.env) and not self.is_game else None
             if isinstance(made, VectorEnv):
-                return made
+                return _without_openings(made, random_opening_moves)
             from vecfast.multiagent.from_pettingzoo import vector_env_from  # the pettingzoo extra
 
             kwargs = {**self.kwargs, **(extra_kwargs or {})} | ({"render_mode": render_mode} if render_mode else {})
-            return vector_env_from(self.env, num_envs, num_workers, made, kwargs)  # one match per env
+            return vector_env_from(self.env, num_envs, num_workers, made, kwargs, random_opening_moves)
+        _without_openings(self.id, random_opening_moves)
         kwargs = {**self.kwargs, **(extra_kwargs or {})}
         vectorization = vectorization or self.vectorization(double_buffered=False)
         if vectorization not in VECTORIZATIONS:
@@ -194,6 +196,7 @@ class EnvSource:
             batch_size=cfg.num_envs // 2 if local and cfg.num_envs >= 2 else None,
             start_timeout=cfg.env_start_timeout,
             restart_failed_workers=cfg.restart_failed_workers,
+            random_opening_moves=cfg.random_opening_moves,
         )
         samplers = PolicySamplers if local else RemoteVectorEnv
         return samplers(
@@ -224,3 +227,13 @@ def source_of_run(env: str, kwargs: Mapping[str, Any]) -> EnvSource:
             "(the run got an env object or factory): pass env= the env it was trained on"
         )
     return source
+
+
+def _without_openings(env: Any, random_opening_moves: int) -> Any:
+    """``env`` (a VectorEnv or an id), which has no turns to play random openings in, if none are asked for."""
+    if random_opening_moves:
+        raise ValueError(
+            f"random_opening_moves={random_opening_moves} is for self-play on turn-based PettingZoo games "
+            f"(a module such as pettingzoo.classic.connect_four_v3), not {env!r}"
+        )
+    return env

@@ -83,6 +83,7 @@ def _build_env(spec: RunSpec, vectorization: str | None, rank: RankInfo | None) 
         start_timeout=sampling.env_start_timeout,
         restart_failed_workers=sampling.restart_failed_workers,
         extra_kwargs=_rank_env_kwargs(source, rank),  # not stored: evaluate and resume see it all
+        random_opening_moves=sampling.random_opening_moves,
     )
 
 
