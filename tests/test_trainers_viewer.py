@@ -204,6 +204,18 @@ def test_dashboard_shows_a_populations_elo_and_a_leagues() -> None:
     text = console.export_text()
     for expected in ("Elo (learner)", "1180", "0.610", "snapshots"):
         assert expected in text, expected
+    pfsp = Dashboard(total_env_steps=10_000, batch_size=100, title="pfsp")
+    draws = {
+        "win_rate_vs_hardest_snapshot": 0.27,
+        "hardest_snapshot_draw_share": 0.42,
+        "win_rate_vs_snapshots_mean": 0.8,
+    }
+    pfsp.update(record(1000, 1.0, elo=1180.0, snapshots=4.0, **draws))
+    console = Console(record=True, width=100)
+    console.print(render(pfsp, width=100))
+    text = console.export_text()
+    for expected in ("win rate vs hardest snapshot", "0.270 (42% of draws)", "mean win rate vs snapshots", "0.800"):
+        assert expected in text, expected  # the draws (PFSP's) and the win rates behind them
     plain = Dashboard(total_env_steps=10_000, batch_size=100, title="plain")
     plain.update(record(1000, 1.0))
     console = Console(record=True, width=100)

@@ -245,7 +245,7 @@ def render(board: Dashboard, width: int = 100, hint: str = "q or Ctrl-C quits", 
 
 def _selfplay_table(m: dict[str, Any]) -> Table | None:
     """Self-play's figures where the run reports them: a population's policies (Elo, objective, learning rate), or
-    the one learner's league (Elo, score against its snapshots, snapshots, games)."""
+    the one learner's league (Elo, score against its snapshots, the win rates its draws go by, snapshots, games)."""
     policies = sorted(
         int(k[len("policy_") : -len("_elo")]) for k in m if k.startswith("policy_") and k.endswith("_elo")
     )
@@ -272,6 +272,10 @@ def _selfplay_table(m: dict[str, Any]) -> Table | None:
     table.add_row("Elo (learner)", f"{m['elo']:.0f}")
     if "score_vs_snapshots" in m:
         table.add_row("score vs snapshots", f"{m['score_vs_snapshots']:.3f}")
+    if "win_rate_vs_hardest_snapshot" in m:  # the win rates the draws go by, and the hardest one's share of them
+        share = m.get("hardest_snapshot_draw_share", float("nan"))
+        table.add_row("win rate vs hardest snapshot", f"{m['win_rate_vs_hardest_snapshot']:.3f} ({share:.0%} of draws)")
+        table.add_row("mean win rate vs snapshots", f"{m.get('win_rate_vs_snapshots_mean', float('nan')):.3f}")
     table.add_row("snapshots", f"{m.get('snapshots', 0):.0f}")
     table.add_row(
         "games vs latest / snapshots", f"{m.get('games_vs_latest', 0):,.0f} / {m.get('games_vs_snapshots', 0):,.0f}"
