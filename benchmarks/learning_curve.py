@@ -1,6 +1,10 @@
 """A learning curve over wall-clock minutes, grown in resumable chunks: ``vecfast train ENV`` for ``--chunk-minutes``
 at a time (at most 40), resuming the run in ``--run-dir``, until its training time reaches ``--total-minutes``.
 
+The run's time bound is the whole curve's: the first sitting gets ``--total-minutes`` (a resumed one what is
+left), and each is stopped by SIGTERM after its chunk (the run saves a final checkpoint), so a schedule that follows
+training time (the learning rate's linear decay, issue 45) spans the curve, not each chunk.
+
 After each chunk, one row per minute of training that the file lacks goes to ``--csv``: the run's env steps and
 frames, the mean return of its latest episodes and its latest evaluation (``eval_every_env_steps``), from its
 ``metrics.jsonl``, with the CPU it ran on. Minutes count the chunks end to end. Issue 37's Pong figure:
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +60,21 @@ def minute_rows(run: str, env: str, algo: str, records: list[dict], after: float
     return rows
 
 
+def sit(command: list[str], seconds: float | None) -> None:
+    """Run ``command`` (a training run) for ``seconds`` of wall time at most (None: until it ends), then stop it as
+    a user would, with SIGTERM: it finishes its iteration and saves a checkpoint that the next sitting resumes."""
+    with subprocess.Popen(command) as run:
+        try:
+            code = run.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            run.send_signal(signal.SIGTERM)
+            code = run.wait()
+            if code in (-signal.SIGTERM, 128 + signal.SIGTERM):
+                code = 0  # stopped where we asked it to
+    if code != 0:
+        raise subprocess.CalledProcessError(code, command)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("env")
@@ -68,7 +88,8 @@ def main() -> None:
     args = parser.parse_args()
     run = args.run_dir.name
     done = sittings(args.run_dir)[-1]["minutes"] if (args.run_dir / "metrics.jsonl").exists() else 0.0
-    chunk = min(args.chunk_minutes, MAX_CHUNK_MINUTES, args.total_minutes - done)
+    remaining = args.total_minutes - done
+    chunk = min(args.chunk_minutes, MAX_CHUNK_MINUTES, remaining)
     if chunk > 0:
         command = [sys.executable, "-m", "vecfast", "train"]
         if (args.run_dir / "metrics.jsonl").exists():
@@ -77,8 +98,8 @@ def main() -> None:
             command += [args.env, "--algo", args.algo, "--run-dir", str(args.run_dir), "--seed", str(args.seed)]
             for key, value in parse_overrides(args.set).items():
                 command += [f"--{key}", str(value)]
-        command += ["--total-env-steps", str(10**10), "--train_for_seconds", str(chunk * 60), "--no-live"]
-        subprocess.run(command, check=True)
+        command += ["--total-env-steps", str(10**10), "--train_for_seconds", str(remaining * 60), "--no-live"]
+        sit(command, None if chunk >= remaining else chunk * 60)  # the last sitting ends at the run's own bound
     measured = [float(row["minutes"]) for row in rows_of(args.csv, run)]
     for row in minute_rows(run, args.env, args.algo, sittings(args.run_dir), max(measured, default=0.0)):
         append_row(args.csv, COLUMNS, row)
