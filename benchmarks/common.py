@@ -8,6 +8,7 @@ import contextlib
 import csv
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -83,6 +84,49 @@ def rows_of(csv_path: Path, run: str) -> list[dict[str, str]]:
         return []
     with open(csv_path, newline="") as f:
         return [row for row in csv.DictReader(f) if row["run"] == run]
+
+
+@dataclass(frozen=True)
+class Sitting:
+    """One sitting of a run, ``minutes`` long. Where the run's time bound spans several sittings (a learning curve
+    grown in chunks, ``total_minutes``), the run is given what is left of it as its ``train_for_seconds``, so that
+    a schedule by training time (issue 45) spans the whole curve, and is stopped after ``minutes`` as a user would
+    stop it (Ctrl-C: it finishes its iteration and saves a checkpoint that the next sitting resumes). Without
+    ``total_minutes`` the sitting is the bound."""
+
+    minutes: float
+    total_minutes: float | None = None
+
+    def train_for_seconds(self, run_dir: Path) -> float:
+        """The run's bound for this sitting: what is left of ``total_minutes`` after its training so far (its
+        sittings end to end), else ``minutes``."""
+        if self.total_minutes is None:
+            return self.minutes * 60
+        done = max(training_seconds(run_dir).values(), default=0.0) if (run_dir / "metrics.jsonl").exists() else 0.0
+        return max(self.total_minutes * 60 - done, 0.0)
+
+    @contextlib.contextmanager
+    def stopped_in_time(self, run_dir: Path) -> Iterator[None]:
+        """Run the ``with`` body (the training call), stopping it after :attr:`minutes` where the bound ends later,
+        as Ctrl-C would: SIGINT to this process and every process under it (a single process's loop and each rank of
+        DD-PPO stop after their iteration and save; the launcher and the env workers leave it to them)."""
+        timer = None
+        if self.minutes * 60 < self.train_for_seconds(run_dir):
+            timer = threading.Timer(self.minutes * 60, _interrupt_process_tree)
+            timer.daemon = True
+            timer.start()
+        try:
+            yield
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+
+def _interrupt_process_tree() -> None:
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGINT)
 
 
 @dataclass(frozen=True)

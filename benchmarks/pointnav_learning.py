@@ -16,7 +16,9 @@ it is evaluated: run, seed, minutes, env frames, episodes, then success, SPL, me
 episode length of each mode. Points of the run already in the file are not evaluated again, so a
 curve grows in chunks: ``--run-dir DIR --resume --minutes 40`` trains on from the newest checkpoint
 and adds the new checkpoints' rows (minutes count the sittings end to end), and ``--minutes 0``
-evaluates what a stopped chunk left unevaluated.
+evaluates what a stopped chunk left unevaluated. ``--total-minutes`` makes the curve's sittings one run bounded by
+that time, so that the recipe's cosine decay (which follows training time where ``train_for_seconds`` bounds a run)
+spans the curve: each sitting trains ``--minutes`` of it and is stopped.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import append_row, parse_overrides, rows_of
+from common import Sitting, append_row, parse_overrides, rows_of
 
 from vecfast.trainers import ActorCritic, TrainConfig, evaluate, train
 from vecfast.trainers.run.policies import load_policy
@@ -114,6 +116,12 @@ def main() -> None:
     parser.add_argument("--eval-envs", type=int, default=64)
     parser.add_argument("--run-dir", type=Path)
     parser.add_argument("--resume", action="store_true", help="train --run-dir's run on for --minutes more")
+    parser.add_argument(
+        "--total-minutes",
+        type=float,
+        help="the run's time bound across its sittings (default: each sitting's --minutes is its bound), so that "
+        "the recipe's cosine schedule spans the whole curve: each sitting trains --minutes of it",
+    )
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--csv", type=Path, default=CSV, help="the curve's file, one row appended per point")
     parser.add_argument("--json", type=Path)
@@ -121,20 +129,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.run_dir or Path(tmp) / time.strftime("pointnav_%Y%m%d-%H%M%S")  # names the run's rows
         if args.minutes > 0:
-            result = train(
-                ENV_ID,
-                algo="ddppo",
-                num_processes=args.num_processes,
-                total_env_steps=10**10,
-                run_dir=run_dir,
-                resume=args.resume,
-                train_for_seconds=args.minutes * 60,
-                save_every_sec=args.checkpoint_every_min * 60,
-                keep_checkpoints=1000,
-                save_best_every_sec=None,
-                **parse_overrides(args.set),
-            )
-            print(f"trained {result.stats['env_frames']:,} frames at {result.stats['fps']:,.0f} frames/s", flush=True)
+            sitting = Sitting(args.minutes, args.total_minutes)
+            with sitting.stopped_in_time(run_dir):
+                result = train(
+                    ENV_ID,
+                    algo="ddppo",
+                    num_processes=args.num_processes,
+                    total_env_steps=10**10,
+                    run_dir=run_dir,
+                    resume=args.resume,
+                    train_for_seconds=sitting.train_for_seconds(run_dir),
+                    save_every_sec=args.checkpoint_every_min * 60,
+                    keep_checkpoints=1000,
+                    save_best_every_sec=None,
+                    **parse_overrides(args.set),
+                )
+                print(f"trained {result.stats['env_frames']:,} frames at {result.stats['fps']:,.0f} frames/s")
         rows = curve(run_dir, args.episodes, args.eval_envs, args.csv)
         if args.json:
             args.json.write_text(json.dumps({"run_dir": str(run_dir), "curve": rows}, indent=2))

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from common import append_row, checkpoints_to_measure, parse_overrides, parse_seeds, rows_of
+from common import Sitting, append_row, checkpoints_to_measure, parse_overrides, parse_seeds, rows_of
 from pettingzoo.classic import connect_four_v3
 
 from vecfast import AsyncSharedMemVectorEnv
@@ -142,6 +142,12 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=200, help="games per opponent per point, seats alternated")
     parser.add_argument("--runs", type=Path, default=Path("runs/selfplay_connect_four"), help="seed<N>/ per seed")
     parser.add_argument("--resume", action="store_true", help="train each seed's run on for --minutes more")
+    parser.add_argument(
+        "--total-minutes",
+        type=float,
+        help="each run's time bound across its sittings (default: each sitting's --minutes is its bound), so that "
+        "the learning rate's decay spans the whole curve: each sitting trains --minutes of it",
+    )
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--csv", type=Path, default=CSV, help="the curve's file, one row appended per point")
     parser.add_argument("--algo", default="appo", help="appo (default), ppo (sync) or ddppo")
@@ -155,20 +161,22 @@ def main() -> None:
     for seed in args.seeds:
         run_dir = args.runs / f"seed{seed}"
         if args.minutes > 0:
-            result = train(
-                TRAINED_AGAINST[args.against],
-                algo=args.algo,
-                total_env_steps=10**10,
-                run_dir=run_dir,
-                resume=args.resume,
-                seed=seed,
-                train_for_seconds=args.minutes * 60,
-                save_every_sec=args.checkpoint_every_min * 60,
-                keep_checkpoints=1000,
-                save_best_every_sec=None,
-                **parse_overrides(args.set),
-            )
-            print(json.dumps({"seed": seed, "env_steps": result.stats["env_steps"], "fps": result.stats["fps"]}))
+            sitting = Sitting(args.minutes, args.total_minutes)
+            with sitting.stopped_in_time(run_dir):
+                result = train(
+                    TRAINED_AGAINST[args.against],
+                    algo=args.algo,
+                    total_env_steps=10**10,
+                    run_dir=run_dir,
+                    resume=args.resume,
+                    seed=seed,
+                    train_for_seconds=sitting.train_for_seconds(run_dir),
+                    save_every_sec=args.checkpoint_every_min * 60,
+                    keep_checkpoints=1000,
+                    save_best_every_sec=None,
+                    **parse_overrides(args.set),
+                )
+                print(json.dumps({"seed": seed, "env_steps": result.stats["env_steps"], "fps": result.stats["fps"]}))
         curve(run_dir, seed, args.games, args.csv)
 
 
