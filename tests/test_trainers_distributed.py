@@ -475,3 +475,23 @@ def test_each_rank_makes_its_batched_env_on_its_own_share_of_the_data():
     assert _rank_env_kwargs(nav, second) == {"scene_shard": (1, 2)}
     assert _rank_env_kwargs(nav, None) == {}
     assert _rank_env_kwargs(cartpole, second) == {}
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_to_the_caller_stops_the_ranks_as_one_process_stops(tmp_path):
+    """SIGTERM to the process that launched the ranks (``vecfast train --num_processes 2``, or a script calling
+    ``train``) stops them after their iteration as it stops one process: a final checkpoint, exit 0, the summary
+    naming SIGTERM. Before, the caller died of it (exit -15, no summary) and the ranks followed as orphans."""
+    run_dir = tmp_path / "run"
+    command = [sys.executable, *vecfast_train_command(run_dir, 10**9), "--num_processes", "2"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (run_dir / "metrics.jsonl").exists() or len(read_metrics(run_dir)) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.5)
+    ranks = rank_processes(psutil.Process(proc.pid)) or descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    (out,) = run_to_end([proc], timeout=120)
+    assert '"stopped_by": "SIGTERM"' in out
+    assert load_checkpoint(run_dir)["env_steps"] == read_metrics(run_dir)[-1]["env_steps"]
+    assert wait_gone(ranks, timeout=10) == []

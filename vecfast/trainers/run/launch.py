@@ -38,7 +38,7 @@ from vecfast.network_isolation import (
     isolation_requested,
 )
 
-RANK_ERRORS_VAR = "VECFAST_RANK_ERRORS"  # the directory where a local launch's ranks leave the errors they raise
+RANK_NOTES_VAR = "VECFAST_RANK_NOTES"  # where a local launch's ranks leave their process ids and the errors they raise
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = "29500"
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)  # a rank that waits longer on the others gives up
@@ -135,7 +135,8 @@ def launch_local(
     are pickled to the ranks, which start with ``spawn``: module-level functions and classes, and
     the caller's main module is imported there as multiprocessing does (guard its entry point with
     ``if __name__ == "__main__"``). Ctrl-C reaches the ranks (they share the terminal's process
-    group), which stop as they would alone, so this returns rank 0's result.
+    group) and SIGTERM to this process is passed on to them: they stop as they would alone, so this returns rank
+    0's result.
 
     Quiet, and nothing left in ``$TMPDIR``: in the private network, where no DNS answers, c10d
     warns on stderr that it cannot name each peer ("The hostname of the client socket cannot
@@ -146,7 +147,7 @@ def launch_local(
     user's cache directory, not ``$TMPDIR/torchinductor_<user>`` (:func:`private_inductor_cache`).
     """
     config = _local_config(num_processes, run_id or uuid.uuid4().hex)
-    with private_inductor_cache(), _rank_errors():
+    with private_inductor_cache(), _rank_notes():
         if isolation_requested(network_isolation):
             try:
                 network = PrivateNetwork(sys.executable)
@@ -164,23 +165,23 @@ def launch_local(
                     return _launch_in(network, config, fn, args)
                 finally:
                     network.close()
-        with _ctrl_c_to_the_ranks():
+        with _stops_to_the_ranks():
             return _launch(config, fn, args)
 
 
 @contextlib.contextmanager
-def _rank_errors() -> Iterator[None]:
-    """:data:`RANK_ERRORS_VAR` for the launcher and the ranks: a temporary directory, removed afterwards."""
-    errors = tempfile.mkdtemp(prefix="vecfast-rank-errors-")
-    previous = os.environ.get(RANK_ERRORS_VAR)
-    os.environ[RANK_ERRORS_VAR] = errors
+def _rank_notes() -> Iterator[None]:
+    """:data:`RANK_NOTES_VAR` for the launcher and the ranks: a temporary directory, removed afterwards."""
+    errors = tempfile.mkdtemp(prefix="vecfast-rank-notes-")
+    previous = os.environ.get(RANK_NOTES_VAR)
+    os.environ[RANK_NOTES_VAR] = errors
     try:
         yield
     finally:
         if previous is None:
-            os.environ.pop(RANK_ERRORS_VAR, None)
+            os.environ.pop(RANK_NOTES_VAR, None)
         else:
-            os.environ[RANK_ERRORS_VAR] = previous
+            os.environ[RANK_NOTES_VAR] = previous
         shutil.rmtree(errors, ignore_errors=True)
 
 
@@ -250,7 +251,12 @@ def _launch(config: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 def _run_rank(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a rank; an error it raises is also left, pickled, in :data:`RANK_ERRORS_VAR`'s directory."""
+    """``fn(*args)`` in a rank, which leaves its process id in :data:`RANK_NOTES_VAR`'s directory (the caller passes
+    SIGTERM on to it), and an error it raises, pickled."""
+    notes = os.environ.get(RANK_NOTES_VAR)
+    if notes is not None and os.path.isdir(notes):
+        with open(os.path.join(notes, f"rank{os.environ.get('RANK', '0')}.pid"), "w") as f:
+            f.write(str(os.getpid()))
     try:
         return fn(*args)
     except BaseException as error:
@@ -259,7 +265,7 @@ def _run_rank(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _leave_error(error: BaseException) -> None:
-    errors = os.environ.get(RANK_ERRORS_VAR)
+    errors = os.environ.get(RANK_NOTES_VAR)
     if errors is None or not os.path.isdir(errors):
         return
     try:
@@ -274,7 +280,7 @@ def _leave_error(error: BaseException) -> None:
 def _rank_error(failed: Any, world_size: int) -> BaseException:
     """The error of the first failed rank that left one (the others were stopped because of it), noted with its
     rank; else a RuntimeError with the launcher's report (a rank killed by a signal leaves none)."""
-    errors = os.environ.get(RANK_ERRORS_VAR)
+    errors = os.environ.get(RANK_NOTES_VAR)
     for rank in sorted(failed.failures, key=lambda r: failed.failures[r].timestamp):
         path = os.path.join(errors, f"rank{rank}.pickle") if errors else None
         if path and os.path.exists(path):
@@ -286,16 +292,38 @@ def _rank_error(failed: Any, world_size: int) -> BaseException:
 
 
 @contextlib.contextmanager
-def _ctrl_c_to_the_ranks() -> Iterator[None]:
-    """The launcher ignores Ctrl-C while the ranks (which get it too) stop and save."""
+def _stops_to_the_ranks() -> Iterator[None]:
+    """The caller leaves stopping to the ranks of its launch: it ignores Ctrl-C, which they get too (they share
+    the terminal's process group), and passes SIGTERM on to them, so that either stops them after their iteration,
+    saved, as it stops one process, and the launch returns rank 0's result."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def sigterm_to_the_ranks(signum: int, frame: Any) -> None:
+        for pid in _rank_pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, sigterm_to_the_ranks)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
+def _rank_pids() -> list[int]:
+    """The process ids the ranks of this process's launch left in :data:`RANK_NOTES_VAR`'s directory."""
+    notes = os.environ.get(RANK_NOTES_VAR)
+    if notes is None or not os.path.isdir(notes):
+        return []
+    pids = []
+    for name in os.listdir(notes):
+        if name.endswith(".pid"):
+            with contextlib.suppress(OSError, ValueError), open(os.path.join(notes, name)) as f:
+                pids.append(int(f.read()))
+    return pids
 
 
 def _launch_in(network: PrivateNetwork, config: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -304,7 +332,7 @@ def _launch_in(network: PrivateNetwork, config: Any, fn: Callable[..., Any], arg
     read_end, write_end = os.pipe()
     command = [network.launcher, "-m", "vecfast.trainers.run.launch", str(write_end)]
     stderr = None if chatter.verbose() else subprocess.PIPE  # the ranks' stderr, through _StderrFilter
-    with _ctrl_c_to_the_ranks():
+    with _stops_to_the_ranks():
         try:
             launcher = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=stderr, pass_fds=[write_end])
         finally:
