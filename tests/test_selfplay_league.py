@@ -103,31 +103,44 @@ def test_the_sampler_plays_the_learner_against_itself_and_snapshots_held_in_seat
     env.close()
 
 
-def test_a_snapshot_needs_a_free_seat_else_the_match_plays_the_latest_policy() -> None:
-    learner = ActorCritic(
-        TurnBasedVectorEnv([tictactoe_v3.env]).single_observation_space,
-        TurnBasedVectorEnv([tictactoe_v3.env]).single_action_space,
-        CFG,
-    )
-    pool = SnapshotPool(learner, lambda: ActorCritic(learner.observation_space, learner.action_space, CFG), seed=0)
-    pool.latest_probability = 0.0  # always a snapshot
-    first, second = pool.snapshot(1).name, pool.snapshot(2).name
-    league = League(learner, pool, SlotLayout(40, ("player_1", "player_2")), num_seats=1)
-    draws = {}
-    for match in range(40):  # slot 2 * match is agent 0 of the match
+def test_a_drawn_snapshot_takes_its_seat_else_a_free_one_else_joins_a_seat_that_takes_games() -> None:
+    """6 matches, 2 seats: a seat takes 3 games per snapshot loaded. Every game plays a snapshot (none falls back on
+    the latest policy); a seat that has taken its 3 games takes no more while another can, and once its games end it
+    loads the next draw."""
+    env = TurnBasedVectorEnv([tictactoe_v3.env])
+    learner = make_model(env)
+    pool = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.0, seed=0)  # always a snapshot
+    for update in (1, 2, 3):
+        pool.snapshot(update)
+    league = League(learner, pool, SlotLayout(6, ("player_1", "player_2")), num_seats=2)
+    assert league.games_per_load == 3
+    for match in range(6):
         league.mapping(2 * match, 0)
-        draws[match] = league.draws[(match, 0)]
-        if len({d.opponent for d in draws.values()}) == 2:
-            break
-    seated = [d for d in draws.values() if d.opponent_policy != LEARNER]
-    assert {d.opponent for d in seated} == {first} or {d.opponent for d in seated} == {second}  # one seat, one name
-    assert any(d.opponent_policy == LEARNER and d.opponent == pool.name for d in draws.values())  # fell back
-    assert league.seat_users == [len(seated)]
-    for match, draw in draws.items():  # every game ends: the seat is free again
+    draws = [league.draws[(match, 0)] for match in range(6)]
+    assert all(d.opponent_policy != LEARNER and d.opponent == league.seat_holds[d.opponent_policy - 1] for d in draws)
+    assert league.seat_games == [3, 3] and league.seat_users == [3, 3]
+    first_seat = [match for match, d in enumerate(draws) if d.opponent_policy == 1]
+
+    def end(match: int, episode: int) -> None:
+        draw = league.draws[(match, episode)]
         for agent in range(2):
-            ended = EndedEpisode(2 * match + agent, 1.0 if agent == draw.learner_agent else -1.0, 3, {})
-            league.episode_ended(ended, 0)
-    assert league.seat_users == [0] and not league.draws
+            league.episode_ended(
+                EndedEpisode(2 * match + agent, 1.0 if agent == draw.learner_agent else -1.0, 3, {}), episode
+            )
+
+    end(first_seat[0], 0)  # no seat is free and both took their share: the one loaded last takes the game
+    league.mapping(2 * first_seat[0], 1)
+    assert league.draws[(first_seat[0], 1)].opponent_policy == 2 and league.seat_games == [3, 4]
+    for match in first_seat[1:]:  # the first seat drains ...
+        end(match, 0)
+    assert league.seat_users[0] == 0
+    league.mapping(2 * first_seat[1], 1)  # ... and loads the next draw
+    assert league.draws[(first_seat[1], 1)].opponent_policy == 1 and league.seat_games[0] == 1
+    for match in range(6):
+        for episode in (0, 1):
+            if (match, episode) in league.draws:
+                end(match, episode)
+    assert league.seat_users == [0, 0] and not league.draws
 
 
 def test_seating_a_snapshot_builds_no_module() -> None:
@@ -226,3 +239,47 @@ def test_a_resumed_league_draws_apart_in_every_rank(monkeypatch: pytest.MonkeyPa
 
     assert draws(0) == draws(0)  # rank 0 goes on exactly
     assert draws(1) != draws(0) and draws(1) == draws(1)  # the others apart, and reproducibly
+
+
+def play_overlapping_games(league: League, num_matches: int, games: int, seed: int) -> list[MatchDraw]:
+    """``games`` games over ``num_matches`` matches played at once, each of 5 to 30 moves, each match starting its
+    next game when one ends (as the sampler's matches do): the draws they were played by, in order."""
+    rng = np.random.default_rng(seed)
+    episode, ends_at, played, now = [0] * num_matches, [0] * num_matches, [], 0
+    for match in range(num_matches):
+        league.mapping(2 * match, 0)
+        ends_at[match] = int(rng.integers(5, 31))
+    while len(played) < games:
+        now += 1
+        for match in range(num_matches):
+            if ends_at[match] != now:
+                continue
+            draw = league.draws[(match, episode[match])]
+            played.append(draw)
+            for agent in range(2):
+                ended = EndedEpisode(2 * match + agent, 1.0 if agent == draw.learner_agent else -1.0, 9, {})
+                league.episode_ended(ended, episode[match])
+            episode[match] += 1
+            league.mapping(2 * match, episode[match])
+            ends_at[match] = now + int(rng.integers(5, 31))
+    return played
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "pfsp_hard"])
+def test_games_against_snapshots_keep_their_share_when_the_seats_are_busy(sampling: str) -> None:
+    """16 matches at once and 2 seats: a drawn snapshot joins a seat that still takes games (its own or another's
+    snapshot) rather than falling back on the latest policy, and a seat that has taken its share of games takes no
+    more until it is free and loads the next draw, so the snapshots rotate. Before, almost every draw found both
+    seats in use and played the latest policy instead: 1-15% of games against snapshots where 50% were asked for."""
+    env = TurnBasedVectorEnv([tictactoe_v3.env])
+    learner = make_model(env)
+    pool = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.5, sampling=sampling, seed=0)
+    for update in range(1, 31):
+        pool.snapshot(update)
+    league = League(learner, pool, SlotLayout(16, ("player_1", "player_2")), num_seats=2)
+    played = play_overlapping_games(league, 16, games=3000, seed=0)
+    against_snapshots = [draw for draw in played if draw.opponent_policy != LEARNER]
+    assert 0.42 <= len(against_snapshots) / len(played) <= 0.58
+    assert len({draw.opponent for draw in against_snapshots}) >= 20  # the seats load one draw after another
+    assert all(draw.opponent in pool.snapshots for draw in against_snapshots)
+    assert league.seat_users == [sum(1 for d in league.draws.values() if d.opponent_policy == s + 1) for s in range(2)]

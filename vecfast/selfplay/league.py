@@ -4,8 +4,12 @@ Each match's episode seats the learner at one agent (alternating between episode
 equally often) and an opponent, drawn by a :class:`~vecfast.selfplay.SnapshotPool`, at the others: the latest
 policy (the learner itself, whose steps on both sides are learned from) or a past snapshot. The sampler acts with
 a fixed list of modules (:attr:`League.policies`): index 0 is the learner's acting copy, the rest are seats that
-hold snapshots. A drawn snapshot is copied into a seat no episode is using; with none free, the match plays the
-latest policy instead. Match results go to the pool, which rates them (Elo) and decides when to snapshot: once per
+hold snapshots (each seat one more inference call per step). A game that draws a snapshot joins a seat that holds
+it, else loads it into a seat no game is using, else joins a seat that still takes games, whose snapshot (an
+earlier draw) it plays instead. A seat takes its share of the matches' games (``num_matches / num_seats``) per
+snapshot loaded, then no more until its games end, so that the seats free up in turn and load the next draws (the
+seat loaded last goes on taking games while no other can): the games keep the share of snapshots the pool draws.
+Match results go to the pool, which rates them (Elo) and decides when to snapshot: once per
 learning step (:meth:`League.learned`), gathered from every rank of a distributed run first, so that each rank keeps
 the same books (the job's Elo and snapshots) while drawing its own opponents.
 
@@ -89,6 +93,10 @@ class League:
         self.policies: list[ActorCritic] = [acting, *seats]
         self.seat_holds: list[str | None] = [None] * num_seats  # the snapshot each seat holds
         self.seat_users = [0] * num_seats  # slots playing an episode with it
+        self.seat_games = [0] * num_seats  # games it took since it loaded its snapshot
+        self.seat_loaded = [0] * num_seats  # when it loaded its snapshot (a count of loads)
+        self._loads = 0
+        self.games_per_load = max(1, layout.num_matches // num_seats)
         self.draws: dict[tuple[int, int], MatchDraw] = {}  # by (match, episode), while the episode lasts
         self.results: list[GameResult] = []  # this process's, since the books last took them
         self.games = {"latest": 0, "snapshot": 0}
@@ -180,22 +188,34 @@ class League:
         if opponent.latest:
             return MatchDraw(learner_agent, opponent.name, LEARNER)
         seat = self._seat_for(opponent.name)
-        if seat is None:  # every seat is in use by a game still going on
-            return MatchDraw(learner_agent, self.pool.name, LEARNER)
         self.seat_users[seat] += self.num_agents - 1
-        return MatchDraw(learner_agent, opponent.name, seat + 1)
+        self.seat_games[seat] += 1
+        return MatchDraw(learner_agent, self.seat_holds[seat], seat + 1)
 
-    def _seat_for(self, name: str) -> int | None:
-        """A seat holding snapshot ``name``, else a free seat loaded with it, else None."""
-        if name in self.seat_holds:
-            return self.seat_holds.index(name)
+    def _seat_for(self, name: str) -> int:
+        """A seat for a game against snapshot ``name``: one that holds it and takes games, else a free seat loaded
+        with it, else one that takes games (with its own snapshot)."""
+        taking = self._seats_taking_games()
+        holding = [i for i in taking if self.seat_holds[i] == name]
+        if holding:
+            return holding[0]
         free = [i for i, users in enumerate(self.seat_users) if users == 0]
-        if not free:
-            return None
-        seat = free[0]
-        self.policies[seat + 1].load_state_dict(self.pool.weights(name))
-        self.seat_holds[seat] = name
-        return seat
+        if free:
+            seat = free[0]
+            self.policies[seat + 1].load_state_dict(self.pool.weights(name))
+            self.seat_holds[seat], self.seat_games[seat] = name, 0
+            self.seat_loaded[seat] = self._loads = self._loads + 1
+            return seat
+        return taking[0]
+
+    def _seats_taking_games(self) -> list[int]:
+        """The seats a game may join: those that have not taken their share since they loaded their snapshot; while
+        none has and none is free, the one loaded last goes on taking games, so the others drain and load anew."""
+        loaded = [i for i, held in enumerate(self.seat_holds) if held is not None]
+        taking = [i for i in loaded if self.seat_games[i] < self.games_per_load]
+        if taking or 0 in self.seat_users:
+            return taking
+        return [max(loaded, key=lambda i: self.seat_loaded[i])]  # (a seat in use is loaded)
 
 
 def league_for(env: VectorEnv, learners: Learners, cfg: TrainConfig) -> League:
