@@ -252,3 +252,40 @@ def test_pfsp_draws_the_snapshots_that_beat_the_learner_and_keeps_the_latest_in_
     assert restored.win_rates() == pytest.approx(hard.win_rates()) and restored.draws == hard.draws
     with pytest.raises(ValueError, match="sampling must be one of"):
         pool(model, sampling="hardest")
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in memory", "on disk"])
+def test_the_pool_keeps_at_most_max_snapshots_and_lets_go_of_the_one_the_learner_beats_most(
+    on_disk: bool, tmp_path: Path
+) -> None:
+    """A run of days took a snapshot every few seconds and kept every one, in memory and in every checkpoint (a
+    connect-four run's grew from 164 MB at 10 minutes to 447 MB at 30)."""
+    model = learner()
+    pool = SnapshotPool(model, linear, directory=tmp_path if on_disk else None, snapshot_every_updates=None,
+                        win_rate_threshold=None, max_snapshots=3, elo=Elo(), seed=0)  # fmt: skip
+    names = []
+    for update in (1, 2, 3):
+        train_a_little(model)
+        names.append(pool.snapshot(update).name)
+    for score in (1.0, 1.0, 1.0):  # beaten every time: the first one leaves first
+        pool.record(names[0], score)
+    pool.record(names[1], 0.0)  # beats the learner: stays
+    draw_during_a_game = names[0]
+    train_a_little(model)
+    names.append(pool.snapshot(4).name)
+    assert list(pool.snapshots) == [names[1], names[2], names[3]]
+    assert names[0] not in pool.draws and len(pool.win_rates()) == 3
+    if on_disk:
+        assert sorted(p.stem for p in tmp_path.glob("*.pt")) == sorted(names[1:])
+    pool.record(draw_during_a_game, 1.0)  # a game begun against it still ends, rated in Elo
+    assert pool.elo.rating(pool.name) > 1000
+    for update in range(5, 20):
+        train_a_little(model)
+        pool.snapshot(update)
+    assert len(pool.snapshots) == 3 and names[1] in pool.snapshots  # the one that beats it stays
+    restored = SnapshotPool(learner(1), linear, directory=tmp_path if on_disk else None, max_snapshots=3)
+    restored.load_state_dict(pool.state_dict())
+    assert list(restored.snapshots) == list(pool.snapshots)
+    restored.record(draw_during_a_game, 0.5)  # still known as one that left
+    with pytest.raises(KeyError):
+        pool.record("policy_0@update999", 1.0)

@@ -140,3 +140,13 @@ def test_a_trainer_given_matches_without_an_acting_plan_refuses_them() -> None:
     with pytest.raises(ValueError, match="needs an acting plan that says who plays whom"):
         SyncTrainer(env, PPO, cfg, total_env_steps=100)
     env.close()
+
+
+def test_a_runs_snapshot_pool_stays_within_max_snapshots(tmp_path: Path) -> None:
+    keys = {**SMALL, "snapshot_every_updates": 1, "max_snapshots": 3}
+    vecfast.train(connect_four_v3, algo="ppo", total_env_steps=1_500, run_dir=tmp_path / "run", **keys)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["snapshots"] == 3
+    state = torch.load(next((tmp_path / "run" / "checkpoints").glob("last_*.pt")), weights_only=True)
+    pool = state["acting_plan"]["pool"]
+    assert len(pool["snapshots"]) == len(pool["weights"]) == 3 and len(pool["evicted"]) > 0

@@ -233,6 +233,7 @@ def league_for(env: VectorEnv, learners: Learners, cfg: TrainConfig) -> League:
         sampling=cfg.opponent_sampling,
         pfsp_exponent=cfg.pfsp_exponent,
         max_loaded=cfg.opponent_seats,
+        max_snapshots=cfg.max_snapshots,
         elo=Elo(),
         seed=cfg.seed,
     )

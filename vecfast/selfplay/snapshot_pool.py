@@ -11,6 +11,10 @@ against that snapshot, a fresh one counting as even): ``"pfsp_hard"`` weighs a s
 so the opponents that still beat the learner come back until it has learnt to punish them; ``"pfsp_var"`` by
 ``x (1 - x)``, the opponents it is even with. The latest policy keeps its ``latest_probability`` of the games.
 
+The pool keeps at most ``max_snapshots``: past it, the snapshot the learner beats most (by that win rate; the oldest
+among equals) leaves, so that a run of days holds a bounded pool in memory and in its checkpoints, made of the
+opponents that still test it.
+
 Snapshots are weights, not modules: files in ``directory`` (``torch.save(state_dict)``, read back with
 ``weights_only=True``) or CPU tensors in memory. Only the ``max_loaded`` most recently drawn are built into
 modules (by the caller's ``model_factory``), so a pool of hundreds costs disk or host memory, not GPU memory.
@@ -92,6 +96,7 @@ class SnapshotPool:
         sampling: str = "uniform",
         pfsp_exponent: float = 2.0,
         max_loaded: int = 4,
+        max_snapshots: int | None = None,
         elo: Elo | None = None,
         seed: int | None = None,
     ) -> None:
@@ -105,6 +110,8 @@ class SnapshotPool:
             raise ValueError(f"latest_probability must be in [0, 1], got {latest_probability}")
         if max_loaded < 1:
             raise ValueError(f"max_loaded must be >= 1, got {max_loaded}")
+        if max_snapshots is not None and max_snapshots < 1:
+            raise ValueError(f"max_snapshots must be >= 1 or None, got {max_snapshots}")
         if sampling not in OPPONENT_SAMPLINGS:
             raise ValueError(f"sampling must be one of {OPPONENT_SAMPLINGS}, got {sampling!r}")
         if pfsp_exponent <= 0:
@@ -115,6 +122,7 @@ class SnapshotPool:
             self.directory.mkdir(parents=True, exist_ok=True)
         self.snapshot_every_updates, self.win_rate_threshold = snapshot_every_updates, win_rate_threshold
         self.latest_probability, self.max_loaded, self.elo = latest_probability, max_loaded, elo
+        self.max_snapshots = max_snapshots
         self.sampling, self.pfsp_exponent = sampling, pfsp_exponent
         self.rng = np.random.default_rng(seed)
         self.snapshots: dict[str, Snapshot] = {}  # by name, oldest first
@@ -124,6 +132,7 @@ class SnapshotPool:
         self._scores: dict[str, deque[float]] = {}  # its last scores against each snapshot, by name
         self.draws: dict[str, int] = {}  # games drawn against each snapshot
         self._games_since_snapshot = 0  # how many of them the current pool has seen (the win rate's window)
+        self.evicted: set[str] = set()  # snapshots that left the pool (games begun against them still end)
         self._last_snapshot_update = 0
 
     @property
@@ -159,7 +168,20 @@ class SnapshotPool:
         self._games_since_snapshot = 0
         if self.elo is not None:
             self.elo.add(name, self.elo.rating(self.name))
+        while self.max_snapshots is not None and len(self.snapshots) > self.max_snapshots:
+            self._evict(list(self.snapshots)[int(np.argmax(self.win_rates()))])
         return snapshot
+
+    def _evict(self, name: str) -> None:
+        """Snapshot ``name`` leaves the pool: its weights, file, module and books (its Elo rating stays)."""
+        del self.snapshots[name]
+        self._weights.pop(name, None)
+        self._loaded.pop(name, None)
+        self._scores.pop(name, None)
+        self.draws.pop(name, None)
+        if self.directory is not None:
+            self._path(name).unlink(missing_ok=True)
+        self.evicted.add(name)
 
     # ------------------------------------------------------------------ playing them
     def draw(self) -> Opponent:
@@ -213,12 +235,13 @@ class SnapshotPool:
             raise ValueError(f"a score is in [0, 1] (1 win, 0.5 draw, 0 loss), got {score!r}")
         if opponent == self.name:
             return
-        if opponent not in self.snapshots:
+        if opponent not in self.snapshots and opponent not in self.evicted:
             raise KeyError(f"{opponent!r} is neither {self.name!r} nor one of its snapshots")
         if self.elo is not None:
             self.elo.record(self.name, opponent, score)
         self._results.append(float(score))
-        self._scores.setdefault(opponent, deque(maxlen=self._results.maxlen)).append(float(score))
+        if opponent in self.snapshots:  # (a game begun before its opponent left the pool counts in the window only)
+            self._scores.setdefault(opponent, deque(maxlen=self._results.maxlen)).append(float(score))
         self._games_since_snapshot += 1
 
     def win_rate(self) -> float | None:
@@ -248,6 +271,7 @@ class SnapshotPool:
             "results": list(self._results),
             "scores": {name: list(scores) for name, scores in self._scores.items()},
             "draws": dict(self.draws),
+            "evicted": sorted(self.evicted),
             "games_since_snapshot": self._games_since_snapshot,
             "last_snapshot_update": self._last_snapshot_update,
             "rng": self.rng.bit_generator.state,
@@ -272,6 +296,7 @@ class SnapshotPool:
             name: deque(scores, maxlen=self._results.maxlen) for name, scores in state.get("scores", {}).items()
         }
         self.draws = dict(state.get("draws", {}))
+        self.evicted = set(state.get("evicted", ()))
         self._games_since_snapshot = state.get("games_since_snapshot", len(state["results"]))  # older checkpoints
         self._last_snapshot_update = state["last_snapshot_update"]
         self.rng.bit_generator.state = state["rng"]

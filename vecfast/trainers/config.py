@@ -235,6 +235,9 @@ class SelfPlayConfig:
     """Self-play: the share of games against the latest policy; the others draw a past snapshot (OpenAI Five)."""
     snapshot_every_updates: int = 50
     """Self-play: learner updates between two snapshots of it."""
+    max_snapshots: int = 50
+    """Self-play: the most snapshots the pool keeps (in memory and in every checkpoint); past it, the one the learner
+    beats most leaves."""
     snapshot_win_rate: float = 0.7
     """Self-play: a snapshot is also taken once the learner's mean score against the snapshots (win 1, draw 0.5)
     over its last 100 games reaches this."""
@@ -250,10 +253,10 @@ class SelfPlayConfig:
     game from its start. 0: off."""
 
     def check(self) -> None:
-        if self.opponent_seats < 0 or self.snapshot_every_updates < 1:
+        if self.opponent_seats < 0 or self.snapshot_every_updates < 1 or self.max_snapshots < 1:
             raise ValueError(
-                f"opponent_seats must be >= 0 and snapshot_every_updates >= 1, "
-                f"got {self.opponent_seats} and {self.snapshot_every_updates}"
+                f"opponent_seats must be >= 0, snapshot_every_updates and max_snapshots >= 1, got "
+                f"{self.opponent_seats}, {self.snapshot_every_updates} and {self.max_snapshots}"
             )
         if self.opponent_sampling not in ("uniform", "pfsp_hard", "pfsp_var"):
             raise ValueError(
