@@ -11,21 +11,11 @@ import numpy as np
 import pytest
 from pettingzoo.classic import connect_four_v3, rps_v2, tictactoe_v3
 from pettingzoo.test import api_test
+from test_selfplay_train import SMALL
 
 import vecfast
 from vecfast.multiagent import RandomOpenings, TurnBasedVectorEnv
 from vecfast.multiagent.from_pettingzoo import vector_env_from
-
-SMALL = {
-    "num_workers": 1,
-    "num_envs_per_worker": 4,
-    "use_rnn": False,
-    "encoder_mlp_layers": (32,),
-    "rollout": 8,
-    "batch_size": 64,
-    "print_every_sec": None,
-    "seed": 0,
-}
 
 
 def pieces(env: RandomOpenings) -> int:
