@@ -98,14 +98,25 @@ def test_matches_from_random_openings_step_as_turn_based_slots() -> None:
     env.close()
 
 
-def test_training_starts_its_games_from_openings_and_evaluation_from_the_start(tmp_path: Path) -> None:
+def test_training_starts_its_games_from_openings_and_evaluation_from_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[int] = []  # the openings' bound of every wrapper built
+
+    class Counted(RandomOpenings):
+        def __init__(self, env: object, max_moves: int) -> None:
+            made.append(max_moves)
+            super().__init__(env, max_moves)
+
+    monkeypatch.setattr("vecfast.multiagent.from_pettingzoo.RandomOpenings", Counted)
     result = vecfast.train(
         connect_four_v3, algo="ppo", total_env_steps=600, run_dir=tmp_path / "run", random_opening_moves=4, **SMALL
     )
     assert result.stats["env_steps"] >= 600
     assert json.loads((tmp_path / "run" / "config.json").read_text())["config"]["random_opening_moves"] == 4
+    assert made == [4] * 4  # every one of training's 4 matches
     evaluated = vecfast.evaluate(tmp_path / "run", episodes=4, opponent="random")
-    assert evaluated.episodes == 4
+    assert evaluated.episodes == 4 and made == [4] * 4  # evaluation's games start from the empty board
 
 
 @pytest.mark.parametrize(
