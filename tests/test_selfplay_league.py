@@ -283,3 +283,23 @@ def test_games_against_snapshots_keep_their_share_when_the_seats_are_busy(sampli
     assert len({draw.opponent for draw in against_snapshots}) >= 20  # the seats load one draw after another
     assert all(draw.opponent in pool.snapshots for draw in against_snapshots)
     assert league.seat_users == [sum(1 for d in league.draws.values() if d.opponent_policy == s + 1) for s in range(2)]
+
+
+def test_the_hardest_snapshot_is_the_one_the_learner_does_worst_against_among_those_it_has_played() -> None:
+    """Old behaviour: a snapshot not yet played (its win rate the prior's even 0.5) was the "hardest" whenever the
+    learner beat every snapshot it had met, so with frequent snapshots the metric read 0.50 most of the time."""
+    env = TurnBasedVectorEnv([tictactoe_v3.env])
+    learner = make_model(env)
+    pool = SnapshotPool(learner, lambda: make_model(env), latest_probability=0.0, sampling="pfsp_hard", seed=0)
+    league = League(learner, pool, env.slots, num_seats=1)
+    pool.snapshot(1)
+    assert "win_rate_vs_hardest_snapshot" not in league.summary()  # nothing played: no win rate to report
+    played = next(iter(pool.snapshots))
+    for _ in range(3):
+        pool.record(played, 1.0)
+    pool.snapshot(2)  # a fresh one, unplayed
+    summary = league.summary()
+    assert summary["win_rate_vs_hardest_snapshot"] == pytest.approx(3.5 / 4)
+    assert summary["hardest_snapshot_draw_share"] == pytest.approx(pool.draw_probabilities()[0])
+    pool.record(list(pool.snapshots)[1], 0.0)
+    assert league.summary()["win_rate_vs_hardest_snapshot"] == pytest.approx(0.5 / 2)

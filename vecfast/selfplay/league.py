@@ -145,7 +145,7 @@ class League:
     def summary(self) -> dict[str, float]:
         """Numbers for the metrics: the learner's Elo, its score against snapshots over its last games (and how
         many), the snapshots and games so far, and the win rates the draws go by: against the snapshot it does worst
-        against (and that snapshot's share of the draws) and against all on average."""
+        against among those it has played (and that snapshot's share of the draws) and against all on average."""
         with self.lock:
             out = {
                 "snapshots": float(len(self.pool.snapshots)),
@@ -157,9 +157,10 @@ class League:
             recent = self.pool.recent_score()
             if recent is not None:
                 out["score_vs_snapshots"], out["score_vs_snapshots_games"] = recent[0], float(recent[1])
-            if self.pool.snapshots:  # the draws and the win rates behind them (PFSP's, or to judge uniform draws by)
+            played = self.pool.games_played() > 0 if self.pool.snapshots else np.zeros(0, bool)
+            if played.any():  # the draws and the win rates behind them (PFSP's, or to judge uniform draws by)
                 win_rates, chances = self.pool.win_rates(), self.pool.draw_probabilities()
-                hardest = int(np.argmin(win_rates))
+                hardest = int(np.flatnonzero(played)[np.argmin(win_rates[played])])
                 out["win_rate_vs_hardest_snapshot"] = float(win_rates[hardest])
                 out["hardest_snapshot_draw_share"] = float(chances[hardest])
                 out["win_rate_vs_snapshots_mean"] = float(win_rates.mean())

@@ -203,6 +203,10 @@ class SnapshotPool:
         return np.array([(sum(self._scores.get(name, ())) + 0.5) / (len(self._scores.get(name, ())) + 1)
                          for name in self.snapshots])  # fmt: skip
 
+    def games_played(self) -> np.ndarray:
+        """How many of the learner's last ``win_rate_games`` games against each snapshot were played, oldest first."""
+        return np.array([len(self._scores.get(name, ())) for name in self.snapshots])
+
     def draw_probabilities(self) -> np.ndarray:
         """How a drawn snapshot is chosen, oldest first (:func:`pfsp_weights` of :meth:`win_rates`)."""
         return pfsp_weights(self.win_rates(), self.sampling, self.pfsp_exponent)
