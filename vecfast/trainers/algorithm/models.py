@@ -264,7 +264,7 @@ class ActorCritic(nn.Module):
         self.auxiliary = auxiliary_losses(
             encoded, core_out, action_space, cfg
         )  # last: the other layers' init as before
-        self.auxiliary_terms: dict[str, torch.Tensor] = {}  # the auxiliary losses of the last forward pass
+        self._auxiliary_terms: dict[str, torch.Tensor] = {}  # the last forward pass's, until the learner takes them
 
     # ----------------------------------------------------------------- learning interface
     def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -306,7 +306,7 @@ class ActorCritic(nn.Module):
         observation only bootstraps) and the normalised values of all ``L``. ``actions``
         (``[B, L - 1]``, those taken) are the previous actions that ``prev_action_embedding``
         reads. With ``valid`` (``[B, L - 1]``, the transitions) and the actions, the model's auxiliary losses
-        (:mod:`~vecfast.trainers.algorithm.auxiliary`) are computed too, into :attr:`auxiliary_terms`.
+        (:mod:`~vecfast.trainers.algorithm.auxiliary`) are computed too, for :meth:`take_auxiliary_terms`.
         Learning goes through here (and ``__call__``), so that a DistributedDataParallel wrapper sees it.
         """
         return self(obs, first, state, steps, actions, valid)
@@ -336,12 +336,19 @@ class ActorCritic(nn.Module):
                 hidden = self.core(x[:, t], hidden * keep[:, t])
                 outputs.append(hidden)
             x = torch.stack(outputs, dim=1)
-        self.auxiliary_terms = {}
+        self._auxiliary_terms = {}
         if len(self.auxiliary) and valid is not None and actions is not None:
             inputs = AuxiliaryInputs(encoded, x, actions[:, :steps], valid[:, :steps])
-            self.auxiliary_terms = {name: loss(inputs) for name, loss in self.auxiliary.items()}
+            self._auxiliary_terms = {name: loss(inputs) for name, loss in self.auxiliary.items()}
         mask = obs.get(ACTION_MASK_KEY)
         return self.actor(x[:, :steps], None if mask is None else mask[:, :steps]), self.critic(x).squeeze(-1)
+
+    def take_auxiliary_terms(self) -> dict[str, torch.Tensor]:
+        """The auxiliary losses of the last forward pass, by name (empty without them), which the model then lets go
+        of: they are tensors of the autograd graph, which no copy or process boundary takes (a DD-PPO rank returns
+        its policy to the caller)."""
+        terms, self._auxiliary_terms = self._auxiliary_terms, {}
+        return terms
 
     def initial_state(self, batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
         return torch.zeros(batch, self.state_size, device=device)

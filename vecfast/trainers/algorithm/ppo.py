@@ -101,7 +101,7 @@ class PPO:
         dist, norm_values = model.evaluate(
             batch.obs, batch.first, batch.initial_state, batch.rollout, batch.actions, batch.valid
         )
-        auxiliary = getattr(model, "module", model).auxiliary_terms  # (through a DistributedDataParallel wrapper)
+        auxiliary = getattr(model, "module", model).take_auxiliary_terms()  # (through a DistributedDataParallel)
         if advantages is None or targets is None:
             with torch.no_grad():
                 values = model.denormalize_value(norm_values)
