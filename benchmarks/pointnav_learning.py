@@ -13,9 +13,9 @@ evaluates) and deterministic (the most likely action, which can loop where sampl
 
 Each point is appended to ``--csv`` (default ``benchmarks/results/pointnav_curve.csv``) as soon as
 it is evaluated: run, seed, minutes, env frames, episodes, then success, SPL, mean return and mean
-episode length of each mode. Points of the run already in the file are not evaluated again, so a
-curve grows in chunks: ``--run-dir DIR --resume --minutes 40`` trains on from the newest checkpoint
-and adds the new checkpoints' rows (minutes count the sittings end to end), and ``--minutes 0``
+episode length of each mode, and the host (CPU model and flags). Points of the run already in the file are not
+evaluated again, so a curve grows in chunks: ``--run-dir DIR --resume --minutes 40`` trains on from the newest
+checkpoint and adds the new checkpoints' rows (minutes count the sittings end to end), and ``--minutes 0``
 evaluates what a stopped chunk left unevaluated. ``--total-minutes`` makes the curve's sittings one run bounded by
 that time, so that the recipe's cosine decay (which follows training time where ``train_for_seconds`` bounds a run)
 spans the curve: each sitting trains ``--minutes`` of it and is stopped.
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import Sitting, append_row, parse_overrides, rows_of
+from common import Sitting, append_row, host, parse_overrides, rows_of
 
 from vecfast.trainers import ActorCritic, TrainConfig, evaluate, train
 from vecfast.trainers.run.policies import load_policy
@@ -41,9 +41,11 @@ from vecfast.trainers.tools.plot import training_seconds
 ENV_ID = "vecfast/PointNav-v0"
 CSV = Path(__file__).parent / "results" / "pointnav_curve.csv"
 MODES = {"sampled": False, "deterministic": True}  # column suffix -> evaluate's deterministic
-COLUMNS = ["run", "seed", "minutes", "env_frames", "episodes"] + [
-    f"{name}_{mode}" for mode in MODES for name in ("success", "spl", "return", "length")
-]
+COLUMNS = (
+    ["run", "seed", "minutes", "env_frames", "episodes"]
+    + [f"{name}_{mode}" for mode in MODES for name in ("success", "spl", "return", "length")]
+    + ["host"]
+)
 
 
 def untrained_policy(run_dir: Path) -> ActorCritic:
@@ -93,6 +95,7 @@ def curve(run_dir: Path, episodes: int, num_envs: int, csv_path: Path) -> list[d
             row[f"spl_{mode}"] = result.spl
             row[f"return_{mode}"] = result.mean_return
             row[f"length_{mode}"] = result.mean_length
+        row["host"] = host()
         append_row(csv_path, COLUMNS, row)
         rows.append(row)
         print(
