@@ -146,6 +146,21 @@ def test_depth_matches_exact_ray_box_intersections() -> None:
         assert np.median(error) < 1e-3
 
 
+def test_a_box_as_high_as_the_camera_behind_it_on_the_line_of_its_side_renders() -> None:
+    """Old behaviour (found 1.65M steps into a PointNav run): a box whose top is at the camera's height, behind the
+    camera that stands exactly on the line of one of its sides, made 0 / 0 of its slope, and the NaN cast to a row
+    index stopped the run. Such a box is out of sight: the image is the one without it. (A second env, which sees
+    both boxes, keeps the box in the batch after the view culling.)"""
+    renderer = BatchRenderer(height=16, width=16, camera_height=0.88, max_depth=10.0)
+    behind = [0.0, -3.0, 1.0, -2.0, 0.88, 0.0]  # x0 on the first camera's x, 2 m behind it
+    ahead = [-5.0, 4.0, 5.0, 4.5, 2.5, 0.0]
+    pos, ceiling = torch.tensor([[0.0, 0.0], [0.5, -5.0]]), torch.tensor([2.5, 2.5])
+    heading = torch.tensor([math.pi / 2, math.pi / 2], dtype=torch.float64)
+    depth, _ = renderer.render(pos, heading, SceneBatch(boxes=torch.tensor([[behind, ahead]] * 2), ceiling=ceiling))
+    alone, _ = renderer.render(pos[:1], heading[:1], SceneBatch(boxes=torch.tensor([[ahead]]), ceiling=ceiling[:1]))
+    torch.testing.assert_close(depth[:1], alone)
+
+
 def test_rgb_is_textured_and_shaped_and_as_torch_keeps_tensors(scene_dir: Path) -> None:
     env = BatchedPointNavEnv(3, scenes=scene_dir, rgb=True, width=32, height=24, as_torch=True)
     try:

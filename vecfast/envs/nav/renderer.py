@@ -154,7 +154,8 @@ class BatchRenderer:
         height = boxes[:, :, 4]
         rise = (height - cam_h)[:, :, None]
         # Rows whose slope y is at most y_max see this box: its front face, or its top if lower than the camera.
-        y_max = rise / torch.where(rise < 0, t_out, t_in)
+        # (0 / 0, a top at the camera's height with the camera on the line of a side, is the horizon's slope, 0.)
+        y_max = (rise / torch.where(rise < 0, t_out, t_in)).nan_to_num_(nan=0.0, posinf=math.inf, neginf=-math.inf)
         first_row = torch.ceil((rows - 1) / 2 - y_max * (rows / (2 * self.tan_v))).clamp_(0, rows).long()
         drop = ((cam_h - height.clamp(max=cam_h)) * 100).round().int()
         tag = drop << _DROP_SHIFT | torch.arange(boxes.shape[1], dtype=torch.int32, device=pos.device)
