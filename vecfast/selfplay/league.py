@@ -157,7 +157,7 @@ class League:
             recent = self.pool.recent_score()
             if recent is not None:
                 out["score_vs_snapshots"], out["score_vs_snapshots_games"] = recent[0], float(recent[1])
-            played = self.pool.games_played() > 0 if self.pool.snapshots else np.zeros(0, bool)
+            played = self.pool.games_played() > 0
             if played.any():  # the draws and the win rates behind them (PFSP's, or to judge uniform draws by)
                 win_rates, chances = self.pool.win_rates(), self.pool.draw_probabilities()
                 hardest = int(np.flatnonzero(played)[np.argmin(win_rates[played])])
