@@ -6,7 +6,8 @@ and their workers, and only them (``ray stop`` would end every Ray of this user 
 benchmark's or test's cluster with it): the daemons name the head's port on their command lines, and every worker
 descends from one of them. A head started so requires Ray's auth token
 (``RAY_AUTH_MODE=token``), which Ray reads when it is imported: a process joining it as a driver needs the variable
-set before ``import ray``.
+set before ``import ray``. Where this user has no token yet (a fresh machine), one is generated first, as
+``ray.init`` does for a local cluster (``ray get-auth-token --generate``: ``~/.ray/auth_token``, kept if present).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class LocalNodes:
             free.bind(("127.0.0.1", 0))
             port = self._port = free.getsockname()[1]
         common = ["--num-cpus", f"{num_cpus:g}", "--disable-usage-stats"]
+        self._run("get-auth-token", "--generate")
         self._run("start", "--head", "--port", str(port), "--include-dashboard", "false", *common)
         try:
             from ray._private.services import get_node_ip_address
