@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import queue
+import time
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -181,3 +182,30 @@ def test_appo_trains_with_multi_discrete_and_box_actions(make_async: Callable, a
     history = train_appo(env, 10**6, None, iterations=3, **MLP, rollout=8, batch_size=32, seed=0)
     assert [m["learner_steps"] for m in history] == [1, 2, 3]
     assert all(np.isfinite(m["policy_loss"]) and np.isfinite(m["entropy"]) for m in history)
+
+
+@pytest.mark.parametrize("accumulate", [2, 3])
+def test_the_sampler_stops_num_batches_to_accumulate_ahead_of_the_learner(
+    make_async: Callable, accumulate: int
+) -> None:
+    """A learner that takes one batch and no more: the envs stop once the batcher holds the next batch and every
+    row beyond it is full or being filled (Sample Factory's num_batches_to_accumulate), and not before."""
+    env = make_async([functools.partial(EpisodeCounterEnv, 5, False)] * 4, num_workers=2, batch_size=2)
+    cfg = TrainConfig.from_overrides(**MLP, rollout=8, batch_size=32, num_batches_to_accumulate=accumulate)
+    trainer = AsyncTrainer(env, PPO, cfg, 10**6)
+    try:
+        trainer.batches.next_batch()
+        steps = [-1, trainer.batches.env_steps]
+        while steps[-1] != steps[-2]:  # until the envs have stopped
+            time.sleep(1.0)
+            steps.append(trainer.batches.env_steps)
+    finally:
+        trainer.close()
+    trajectories, rows = 4, 4 + (accumulate - 1) * 4  # a batch: 32 steps of 8; the envs' rows and the spare ones
+    taken_and_held = 2 * trajectories * cfg.rollout
+    assert taken_and_held + (rows - 4) * cfg.rollout <= steps[-1] <= taken_and_held + rows * cfg.rollout
+
+
+def test_num_batches_to_accumulate_below_two_is_refused() -> None:
+    with pytest.raises(ValueError, match="num_batches_to_accumulate must be an int >= 2"):
+        TrainConfig.from_overrides(num_batches_to_accumulate=1)

@@ -152,9 +152,17 @@ class AsyncConfig:
 
     with_vtrace: bool = True
     """APPO: V-trace targets with rho_bar = c_bar = 1; off: GAE on the current values."""
+    num_batches_to_accumulate: int = 4
+    """APPO: how many batches may wait for the learner beyond the trajectories its envs are filling (Sample
+    Factory's name): one gathered for its next iteration, the rest in finished trajectories. More keeps the envs
+    stepping through a slow iteration; fewer keeps the data fresher (a smaller policy lag) where the learner is the
+    slower side, at no cost in frames/s there. At least 2 (with 1 the envs would wait for rows that a half-gathered
+    batch holds). Samplers with local inference on a Ray cluster keep one batch each in flight instead."""
 
     def check(self) -> None:
-        pass
+        n = self.num_batches_to_accumulate
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f"num_batches_to_accumulate must be an int >= 2, got {n!r}")
 
 
 @dataclass

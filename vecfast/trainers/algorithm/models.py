@@ -133,10 +133,12 @@ class ConvEncoder(nn.Module):
         self.norm = RunningMeanStd((channels, 1, 1)) if cfg.normalize_input else None
         self.bf16 = cfg.encoder_bf16  # True, False or "auto" (decided per device in forward)
 
-    def nchw(self, x: torch.Tensor) -> torch.Tensor:
-        """Raw pixels as floats, channels first (stored channels-last: NHWC data permuted already is)."""
-        x = x.permute(0, 3, 1, 2) if self.channels_last else x.contiguous(memory_format=torch.channels_last)
-        return x.float()
+    def nchw(self, x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Raw pixels as ``dtype``, channels first (stored channels-last: NHWC data permuted already is), in one
+        pass (a uint8 pixel is exact in bfloat16, so that autocast's cast would change nothing)."""
+        if self.channels_last:
+            return x.permute(0, 3, 1, 2).to(dtype)
+        return x.to(dtype, memory_format=torch.channels_last)
 
     @torch.no_grad()
     def update_norm(self, images: torch.Tensor) -> None:
@@ -166,7 +168,9 @@ class ConvEncoder(nn.Module):
         weight, bias = self.folded_first()
         bf16 = native_bf16(x.device.type) if self.bf16 == "auto" else self.bf16
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
-            x = conv2d(self.pre(self.nchw(x)), weight, bias, self.first.stride, self.first.padding)
+            exact_in_bf16 = bf16 and x.dtype == torch.uint8  # else autocast rounds where the kernel allows
+            x = self.nchw(x, torch.bfloat16 if exact_in_bf16 else torch.float32)
+            x = conv2d(self.pre(x), weight, bias, self.first.stride, self.first.padding)
             return self.mlp(self.rest(x)).float()  # rest starts with the first convolution's activation
 
 

@@ -34,32 +34,38 @@ from vecfast.trainers.schemes.policy_worker import PolicyWorker
 
 
 class Batcher(threading.Thread):
-    """Copies ``trajectories`` finished storage rows into one contiguous batch and frees the rows."""
+    """Copies ``trajectories`` finished storage rows into one contiguous batch and frees the rows: one batch at a
+    time, the next once the learner has taken the last (:meth:`take`), so that finished rows, not copies, hold
+    whatever else waits for the learner."""
 
     def __init__(self, sampler: Sampler, trajectories: int) -> None:
         super().__init__(name="vecfast-batcher", daemon=True)
         self.sampler = sampler
         self.trajectories = trajectories
-        self.batches: queue.Queue[Trajectories] = queue.Queue(maxsize=1)
+        self.batches: queue.Queue[Trajectories] = queue.Queue()
+        self.room = threading.Semaphore(1)  # released when the learner takes the batch gathered for it
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
+                if not self.room.acquire(timeout=POLL_SECONDS):
+                    continue
                 taken = self.sampler.take_full(self.trajectories)
                 if taken is None:
                     return
                 batch = self.sampler.storage.select(torch.tensor(taken, device=self.sampler.device))
                 self.sampler.release(taken)
-                while not self.stop_event.is_set():
-                    try:
-                        self.batches.put(batch, timeout=POLL_SECONDS)
-                        break
-                    except queue.Full:
-                        continue
+                self.batches.put(batch)
         except BaseException as e:  # handed to the learner, which raises it
             self.error = e
+
+    def take(self) -> Trajectories:
+        """The batch gathered for the learner (queue.Empty after a poll's wait); the next one starts gathering."""
+        batch = self.batches.get(timeout=POLL_SECONDS)
+        self.room.release()
+        return batch
 
 
 class LocalBatches:
@@ -69,12 +75,12 @@ class LocalBatches:
     network_seconds = None  # nothing crosses a network
 
     def __init__(self, env: VectorEnv, plan: ActingPlan, cfg: TrainConfig, trajectories: int) -> None:
-        # each env fills one row; one batch is being gathered while the next fills up
+        # each env fills one row; one batch waits in the batcher, the others in finished rows
         self.worker = PolicyWorker(
             env,
             plan.policies,
             rollout=cfg.rollout,
-            num_rows=env.num_envs + 2 * trajectories,
+            num_rows=env.num_envs + (cfg.num_batches_to_accumulate - 1) * trajectories,
             seed=cfg.seed,
             stats_avg=cfg.stats_avg,
             mapping=plan.mapping,
@@ -116,7 +122,7 @@ class LocalBatches:
                     error.add_note(f"raised in the asynchronous scheme's {thread.name} thread")
                     raise error
             try:
-                return self.batcher.batches.get(timeout=POLL_SECONDS)
+                return self.batcher.take()
             except queue.Empty:
                 continue
 
