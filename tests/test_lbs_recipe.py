@@ -3,6 +3,7 @@ learning rate's square-root scaling, warm-up and cosine schedule."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import gymnasium as gym
@@ -224,15 +225,26 @@ def test_lamb_without_trust_ratio_is_adamw_and_adam() -> None:
 
 
 def test_make_optimizer_builds_todays_adam_by_default() -> None:
+    """torch's Adam with the config's settings, stepped over all tensors at once (foreach), which gives the numbers
+    of torch's default per-tensor loop exactly."""
     cfg = se_config()
     model = ActorCritic(spaces.Box(0.0, 10.0, (16, 16, 1), np.float32), spaces.Discrete(4), cfg)
     optimizer = make_optimizer(model, cfg)
+    twin = copy.deepcopy(model)
     expected = torch.optim.Adam(
-        model.parameters(), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps
+        twin.parameters(), lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps
     )
-    assert type(optimizer) is torch.optim.Adam and optimizer.defaults == expected.defaults
+    assert type(optimizer) is torch.optim.Adam and optimizer.defaults == {**expected.defaults, "foreach": True}
     assert len(optimizer.param_groups) == 1
     assert optimizer.param_groups[0]["params"] == list(model.parameters())
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+            a.grad = torch.randn(a.shape, generator=generator)
+            b.grad = a.grad.clone()
+        optimizer.step()
+        expected.step()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters(), strict=True))
 
 
 def test_lamb_exempts_biases_fixup_scalars_norms_and_near_zero_tensors_from_trust_ratio_and_decay() -> None:

@@ -134,11 +134,15 @@ class ConvEncoder(nn.Module):
         self.bf16 = cfg.encoder_bf16  # True, False or "auto" (decided per device in forward)
 
     def nchw(self, x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """Raw pixels as ``dtype``, channels first (stored channels-last: NHWC data permuted already is), in one
-        pass (a uint8 pixel is exact in bfloat16, so that autocast's cast would change nothing)."""
+        """Raw pixels as ``dtype``, channels first, laid out channels-last (NHWC data permuted already is). A uint8
+        pixel is exact in bfloat16, so casting first changes nothing that autocast's cast would; bf16 is cast first
+        and then laid out (9 ms for 258 Atari frame stacks on one CPU thread, against 15 in one ``to`` and 20 laid
+        out in uint8 first), float32 laid out first (13 ms against 14)."""
         if self.channels_last:
             return x.permute(0, 3, 1, 2).to(dtype)
-        return x.to(dtype, memory_format=torch.channels_last)
+        if dtype == torch.bfloat16:
+            return x.to(dtype).contiguous(memory_format=torch.channels_last)
+        return x.contiguous(memory_format=torch.channels_last).to(dtype)
 
     @torch.no_grad()
     def update_norm(self, images: torch.Tensor) -> None:
