@@ -222,11 +222,8 @@ class SlotVectorEnv(VectorEnv):
         self._state[slots] = SlotState.ACTING
         self._ended[slots] = results.terminated | results.truncated
         write_rows(self._last_obs, slots, results.obs)
-        infos = results.infos
-        every = np.ones(len(slots), np.bool_)
-        infos["agent_id"], infos["_agent_id"] = self.agent_ids[slots], every
-        infos["match_id"], infos["_match_id"] = self.match_ids[slots], every
-        infos["active"], infos["_active"] = results.active, every
+        infos = self.slots.add_ids(results.infos, slots)
+        infos["active"], infos["_active"] = results.active, infos["_agent_id"]
         infos["env_id"] = slots
         return results.obs, results.rewards, results.terminated, results.truncated, infos
 

@@ -50,12 +50,15 @@ class SlotLayout:
         """The match of ``slot`` and the index of its agent in ``possible_agents``."""
         return int(self.match_ids[slot]), slot - int(self.match_ids[slot]) * self.num_agents
 
-    def add_ids(self, infos: dict[str, Any]) -> dict[str, Any]:
-        """Add ``agent_id`` and ``match_id`` (with their all-True masks) to a vector info dict."""
-        infos["agent_id"] = self.agent_ids
-        infos["_agent_id"] = self.all_slots
-        infos["match_id"] = self.match_ids
-        infos["_match_id"] = self.all_slots
+    def add_ids(self, infos: dict[str, Any], slots: np.ndarray | None = None) -> dict[str, Any]:
+        """Add ``agent_id`` and ``match_id`` (with their all-True masks) of ``slots`` (None: every slot, in order)
+        to a vector info dict whose rows are those slots."""
+        if slots is None:
+            agent_ids, match_ids, every = self.agent_ids, self.match_ids, self.all_slots
+        else:
+            agent_ids, match_ids, every = self.agent_ids[slots], self.match_ids[slots], np.ones(len(slots), np.bool_)
+        infos["agent_id"], infos["_agent_id"] = agent_ids, every
+        infos["match_id"], infos["_match_id"] = match_ids, every
         return infos
 
     def match_seeds(self, seed: int | Sequence[int | None] | None) -> int | list[int | None] | None:
