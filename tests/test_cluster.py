@@ -150,17 +150,34 @@ def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("inference", ["central", "local"])
-def test_appo_learns_cartpole_with_samplers_on_two_nodes(cluster: LocalNodes, tmp_path: Path, inference: str) -> None:
-    """Random play lasts ~22 steps; over two nodes APPO passes 195 as it does on one machine, whoever acts."""
-    result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=60_000, run_dir=tmp_path / "run",
+def test_appo_learns_cartpole_with_samplers_on_two_nodes(
+    cluster: LocalNodes, tmp_path: Path, inference: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random play lasts ~22 steps; over two nodes APPO passes 195 as it does on one machine, whoever acts. The run
+    is one as a local run is: evaluated while training, logged to TensorBoard and W&B (offline), and its run dir is
+    evaluated and exported afterwards by this process alone."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from vecfast.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=60_000, run_dir=run_dir,
                            ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
-                           sampler_inference=inference, seed=0, train_for_seconds=150,
-                           print_every_sec=None)  # fmt: skip
-    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+                           sampler_inference=inference, seed=0, train_for_seconds=150, print_every_sec=None,
+                           eval_every_env_steps=15_000, eval_episodes=2, with_wandb=True,
+                           wandb_project="vecfast-tests")  # fmt: skip
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     best = max(r.get("mean_episode_return", 0.0) for r in records)
     assert best >= 195, f"best mean return {best} in {result.stats['env_steps']} env steps"
-    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
     assert config["num_envs"] == 8 and config["config"]["ray_address"] == cluster.address
+    assert [r for r in records if r.get("eval/episodes") == 2], "no evaluation while training"
+    assert {"eval/mean_return", "mean_episode_return"} <= set(EventAccumulator(str(run_dir)).Reload().Tags()["scalars"])
+    assert (run_dir / "wandb_run_id").exists() and list((run_dir / "wandb").glob("offline-run-*"))
+    assert vecfast.evaluate(run_dir, episodes=3).episodes == 3
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "policy.onnx"), "--check", "32"]) == 0
 
 
 SAMPLER_CLASSES = {"central": "EnvSampler", "local": "PolicySampler"}
