@@ -113,7 +113,9 @@ def test_training_starts_its_games_from_openings_and_evaluation_from_the_start(
         connect_four_v3, algo="ppo", total_env_steps=600, run_dir=tmp_path / "run", random_opening_moves=4, **SMALL
     )
     assert result.stats["env_steps"] >= 600
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["config"]["random_opening_moves"] == 4
+    config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
+    assert config["random_opening_moves"] == 4  # the caller's
+    assert config["opponent_sampling"] == "pfsp_hard"  # the preset's
     assert made == [4] * 4  # every one of training's 4 matches
     evaluated = vecfast.evaluate(tmp_path / "run", episodes=4, opponent="random")
     assert evaluated.episodes == 4 and made == [4] * 4  # evaluation's games start from the empty board
@@ -127,3 +129,19 @@ def test_training_starts_its_games_from_openings_and_evaluation_from_the_start(
 def test_openings_where_no_turns_are_taken_are_refused(tmp_path: Path, env: str) -> None:
     with pytest.raises(ValueError, match="random_opening_moves=2"):
         vecfast.train(env, total_env_steps=100, run_dir=tmp_path / "run", random_opening_moves=2, **SMALL)
+
+
+@pytest.mark.parametrize("given", [connect_four_v3, "pettingzoo.classic.connect_four_v3"], ids=["module", "name"])
+def test_connect_four_has_a_preset_and_the_callers_keys_beat_it(given: object) -> None:
+    from vecfast.trainers.registry import resolve
+    from vecfast.trainers.run.defaults import CONNECT_FOUR_PRESET, ConfigLayers
+    from vecfast.trainers.run.env_source import EnvSource
+
+    name = EnvSource.of(given).given_name
+    assert name == "pettingzoo.classic.connect_four_v3"
+    for algo in ("ppo", "appo", "ddppo"):
+        cfg = ConfigLayers(resolve(algo), name).config()
+        assert {key: getattr(cfg, key) for key in CONNECT_FOUR_PRESET} == CONNECT_FOUR_PRESET
+    cfg = ConfigLayers(resolve("ppo"), name, user={"random_opening_moves": 0}).config()
+    assert cfg.random_opening_moves == 0 and cfg.opponent_sampling == "pfsp_hard"
+    assert ConfigLayers(resolve("ppo"), EnvSource.of(tictactoe_v3).given_name).config().random_opening_moves == 0

@@ -91,6 +91,11 @@ class EnvSource:
         return self.env if isinstance(self.env, str) else None
 
     @property
+    def given_name(self) -> str | None:
+        """The id, or a game module's dotted name (what names the env in its preset); None for an env or factory."""
+        return self.env.__name__ if self.is_game else self.id
+
+    @property
     def is_vector_env(self) -> bool:
         return isinstance(self.env, VectorEnv)
 
@@ -209,10 +214,8 @@ class EnvSource:
 
     def name(self, built: VectorEnv) -> str:
         """What the run calls its env: the id, a PettingZoo module's dotted name, else the built env's spec or class."""
-        if self.id is not None:
-            return self.id
-        if self.is_game:
-            return self.env.__name__
+        if self.given_name is not None:
+            return self.given_name
         spec = getattr(built.unwrapped, "spec", None) or getattr(built, "spec", None)
         return getattr(spec, "id", None) or type(built.unwrapped).__name__  # (EnvPool's spec has no id)
 

@@ -126,7 +126,7 @@ def resolve_run(
             _check_same_recipe(state, recipe, run_dir)
             saved = dict(state["config"])
             source = EnvSource.of(source.env, {**state.get("env_kwargs", {}), **source.kwargs})
-    layers = ConfigLayers(recipe, source.id, saved, dict(overrides)).with_num_envs(num_envs)
+    layers = ConfigLayers(recipe, source.given_name, saved, dict(overrides)).with_num_envs(num_envs)
     tuning = None
     if layers.merged().get("num_workers") == AUTO:
         tuning = _auto_tune(source, recipe, layers)

@@ -128,7 +128,7 @@ def help_defaults(argv: Sequence[str]) -> HelpDefaults | None:
             env = source.build(1)
             space = env.single_observation_space
         env.close()
-        return HelpDefaults(known.env_id, recipe.label, ConfigLayers(recipe, source.id).merged(space))
+        return HelpDefaults(known.env_id, recipe.label, ConfigLayers(recipe, source.given_name).merged(space))
     except Exception:  # help must not fail: it shows TrainConfig's own defaults then
         return None
 
