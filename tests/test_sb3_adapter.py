@@ -250,9 +250,9 @@ def test_ppo_learns_cartpole(closing):
     venv = closing(make_vec_env("CartPole-v1", n_envs=8, seed=0))
     model = PPO("MlpPolicy", venv, seed=0, device="cpu", **CARTPOLE_PPO)
     start = time.monotonic()
-    model.learn(total_timesteps=100_000)
-    print(f"PPO CartPole-v1, 100k steps through SB3VecEnv: {time.monotonic() - start:.1f} s")
-    assert model.num_timesteps >= 100_000
+    model.learn(total_timesteps=50_000)  # rl-zoo's 100k; at 40k and 60k too it evaluates at 500
+    print(f"PPO CartPole-v1, 50k steps through SB3VecEnv: {time.monotonic() - start:.1f} s")
+    assert model.num_timesteps >= 50_000
     eval_env = Monitor(gym.make("CartPole-v1"))
     eval_env.reset(seed=12345)
     mean_return, _ = evaluate_policy(model, eval_env, n_eval_episodes=10)

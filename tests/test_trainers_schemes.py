@@ -131,9 +131,9 @@ def run_a2c(*args: str, timeout: float) -> str:
 def test_a_users_a2c_learns_under_the_sync_scheme_and_runs_distributed(tmp_path):
     """examples/a2c.py registers A2C from outside vecfast; the same class learns CartPole under the sync
     scheme and runs in 2 ranks under the distributed one, without a change to vecfast."""
-    out = run_a2c("--total-env-steps", "100000", "--run-dir", str(tmp_path / "sync"), timeout=200)
+    out = run_a2c("--total-env-steps", "40000", "--run-dir", str(tmp_path / "sync"), timeout=200)
     mean_return = float(re.search(r"sync: mean return ([\d.]+)", out).group(1))
-    assert mean_return >= 100, out  # random play lasts ~22 steps
+    assert mean_return >= 100, out  # random play lasts ~22 steps; 100 at ~13k env steps, ~320 at 40k (seed 0)
     out = run_a2c("--scheme", "distributed", "--num-processes", "2", "--total-env-steps", "8192",
                   "--run-dir", str(tmp_path / "ddp"), timeout=200)  # fmt: skip
     assert "distributed: mean return" in out

@@ -36,7 +36,7 @@ class LocalNodes:
         self.env["RAY_max_direct_call_object_size"] = str(inline_bytes)  # as a local Ray of vecfast's has it
         self.ray = str(Path(sys.executable).with_name("ray"))
         self.timeout = timeout
-        self.grace = 10.0
+        self.grace = 3.0  # Ray's GCS server outlives SIGTERM however long it is given: waiting longer gains nothing
         with socket.socket() as free:
             free.bind(("127.0.0.1", 0))
             port = self._port = free.getsockname()[1]
