@@ -102,7 +102,7 @@ def test_a_model_without_auxiliary_losses_has_no_trace_of_them() -> None:
         ActorCritic(space, spaces.Box(-1, 1, (2,)), TrainConfig.from_overrides(aux_inverse_dynamics_coeff=0.1))
 
 
-@pytest.mark.parametrize("algo", ["ppo", "appo", "ddppo"])
+@pytest.mark.parametrize("algo", ["ppo", "appo", pytest.param("ddppo", marks=pytest.mark.slow)])  # ranks
 def test_the_terms_are_learned_and_logged_under_each_scheme(tmp_path: Path, algo: str) -> None:
     """Under DD-PPO in 2 ranks: the ranks' results cross back to the caller (old behaviour: the model kept its last
     terms, tensors of the autograd graph, which no process boundary takes, so a rank's result failed to return)."""

@@ -25,6 +25,8 @@ import pytest
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 ray = pytest.importorskip("ray")
 
+pytestmark = pytest.mark.slow  # Ray nodes started and stopped, actors restarted
+
 import vecfast  # noqa: E402
 from vecfast.cluster.local_nodes import LocalNodes  # noqa: E402
 from vecfast.cluster.remote_vector_env import RemoteVectorEnv  # noqa: E402
@@ -159,7 +161,6 @@ def train_cartpole_on_two_nodes(cluster: LocalNodes, run_dir: Path, inference: s
     return records
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_appo_learns_cartpole_with_samplers_on_two_nodes(
     cluster: LocalNodes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -186,7 +187,6 @@ def test_appo_learns_cartpole_with_samplers_on_two_nodes(
     assert main(["export", str(run_dir), "--out", str(tmp_path / "policy.onnx"), "--check", "32"]) == 0
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_appo_learns_cartpole_with_central_inference_on_two_nodes(cluster: LocalNodes, tmp_path: Path) -> None:
     """The learner acting for both nodes' envs (SEED RL): it passes 195 as local inference does (at ~25k env steps

@@ -126,6 +126,7 @@ def failing_cartpoles() -> AsyncSharedMemVectorEnv:
     return AsyncSharedMemVectorEnv(env_fns, num_workers=2, restart_failed_workers=True)
 
 
+@pytest.mark.slow  # launches ranks
 @pytest.mark.timeout(240)
 def test_ddppo_ranks_carry_on_through_a_failed_worker_and_count_the_jobs_restarts(tmp_path, monkeypatch):
     marker = tmp_path / "failed"
