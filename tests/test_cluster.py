@@ -150,7 +150,7 @@ def test_a_killed_sampler_is_restarted_and_the_others_trajectories_do_not_change
 
 
 def train_cartpole_on_two_nodes(cluster: LocalNodes, run_dir: Path, inference: str, total_env_steps: int, **keys):
-    """APPO on CartPole over both nodes, 4 envs per sampler; the best mean return its metrics recorded."""
+    """APPO on CartPole over both nodes, 4 envs per sampler, passing 195 (random play lasts ~22 steps); its metrics."""
     result = vecfast.train("CartPole-v1", algo="appo", total_env_steps=total_env_steps, run_dir=run_dir,
                            ray_address=cluster.address, num_samplers=2, num_workers=1, num_envs_per_worker=4,
                            sampler_inference=inference, seed=0, train_for_seconds=150, print_every_sec=None,
