@@ -65,12 +65,12 @@ def model_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def identical_updates(iterations: int, auxiliary: bool = False) -> list[list[str]]:
+def identical_updates(iterations: int) -> list[list[str]]:
     """In each rank: DD-PPO on CartPole with rank-seeded envs; after every update, every rank's model digest."""
     rank = rank_from_environment()
     init_process_group(rank, torch.device("cpu"))
     try:
-        aux = {"aux_cpca_coeff": 0.1, "aux_inverse_dynamics_coeff": 0.1} if auxiliary else {}
+        aux = {"aux_cpca_coeff": 0.1, "aux_inverse_dynamics_coeff": 0.1}  # their heads are in the model too
         cfg = TrainConfig.from_overrides(**{**SMALL, "use_rnn": True, "rnn_size": 16}, seed=10 * rank.rank, **aux)
         env = gym.make_vec("CartPole-v1", 4, vectorization_mode="sync")
         trainer = DistributedTrainer(env, PPO, cfg, total_env_steps=10**6)
@@ -94,7 +94,7 @@ def test_ranks_hold_bit_identical_models_after_every_update():
     """Two ranks learn from different rollouts (their envs are seeded apart), yet after every update their
     parameters and normaliser statistics are bit for bit the same, and they did change; with the auxiliary losses
     on, so that their heads are in it too (they are the model's, so their gradients are averaged with the rest)."""
-    digests, observations = launch_local(2, identical_updates, 4, True)
+    digests, observations = launch_local(2, identical_updates, 4)
     assert len(digests) == 4
     for per_rank, seen in zip(digests, observations, strict=True):
         assert seen[0] != seen[1]  # each rank learned from its own data
