@@ -47,8 +47,10 @@ SMALL = {
 @pytest.fixture(autouse=True)
 def private_tmpdir(tmp_path, monkeypatch):
     """The launchers and ranks these tests start keep their temporary files in tmp_path: torchrun's log
-    directory (torchelastic_*) and inductor's cache (torchinductor_<user>) would stay in /tmp."""
+    directory (torchelastic_*) and inductor's cache (torchinductor_<user>) would stay in /tmp. Its path is
+    long, as a user's TMPDIR may be: a Unix socket bound under it would pass the 107 bytes such a path may have."""
     tmpdir = tmp_path / "tmpdir"
+    tmpdir = tmpdir.with_name(tmpdir.name + "-" * max(0, 100 - len(str(tmpdir))))
     tmpdir.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmpdir))
 

@@ -245,20 +245,23 @@ def _launch(config: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     from vecfast.trainers.run.launch import _run_rank as run_rank
 
     try:
-        return elastic_launch(config, run_rank)(fn, *args)[0]
+        return pickle.loads(elastic_launch(config, run_rank)(fn, *args)[0])
     except ChildFailedError as failed:
         raise _rank_error(failed, config.nproc_per_node) from None
 
 
-def _run_rank(fn: Callable[..., Any], *args: Any) -> Any:
+def _run_rank(fn: Callable[..., Any], *args: Any) -> bytes:
     """``fn(*args)`` in a rank, which leaves its process id in :data:`RANK_NOTES_VAR`'s directory (the caller passes
-    SIGTERM on to it), and an error it raises, pickled."""
+    SIGTERM on to it), and an error it raises, pickled.
+
+    The result comes back as plain pickled bytes: torch's queue would send a tensor's storage as a file
+    descriptor through a Unix socket bound under TMPDIR, which a long TMPDIR makes too long to bind."""
     notes = os.environ.get(RANK_NOTES_VAR)
     if notes is not None and os.path.isdir(notes):
         with open(os.path.join(notes, f"rank{os.environ.get('RANK', '0')}.pid"), "w") as f:
             f.write(str(os.getpid()))
     try:
-        return fn(*args)
+        return pickle.dumps(fn(*args))
     except BaseException as error:
         _leave_error(error)
         raise
