@@ -239,7 +239,8 @@ class SamplerKiller(threading.Thread):
 
     def run(self) -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (self.run_dir / "metrics.jsonl").exists():
+        metrics = self.run_dir / "metrics.jsonl"  # (opened with the run dir: empty until an iteration completed)
+        while time.monotonic() < deadline and not (metrics.exists() and metrics.stat().st_size):
             time.sleep(0.2)
         time.sleep(2)
         self.pids.extend(self.alive())
