@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from helpers import descendants, shm_entries, wait_gone
+from helpers import descendants, shm_entries, vizdoom_shm_left, wait_gone
 
 import vecfast
 from vecfast.envs.registration import DOOM_SCENARIOS
@@ -148,7 +148,7 @@ def test_games_die_with_a_killed_owner(sig, fresh_cwd):
         owner.send_signal(sig)
         owner.wait(timeout=60)  # a busy 2-core machine: the owner's exit handlers close the games one by one
         assert wait_gone(procs, timeout=30) == []
-        assert not {e for e in shm_entries() - shm_before if e.startswith("ViZDoom")}
+        assert vizdoom_shm_left(shm_before) == set()
         # The games' private directories go too: at exit, or by the reaper once the owner is gone.
         deadline = time.monotonic() + 30
         while any(os.path.exists(home) for home in homes) and time.monotonic() < deadline:

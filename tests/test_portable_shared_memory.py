@@ -11,8 +11,9 @@ import time
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
-from helpers import shm_entries
+from helpers import shm_entries, shm_files_used_by
 
 from vecfast.vector import AsyncSharedMemVectorEnv
 from vecfast.vector.shared_buffers import SHARED_MEMORY_VAR, portable_shared_memory
@@ -32,13 +33,15 @@ def cartpoles() -> list:
 
 @pytest.mark.parametrize("restarts", [False, True])
 def test_spawned_workers_share_a_named_block_and_step_as_gymnasiums_envs(portable, restarts):
-    before = shm_entries()
+    # only this process's blocks count: tests running beside it (pytest-xdist) make blocks of their own
     vec = AsyncSharedMemVectorEnv(cartpoles(), num_workers=2, restart_failed_workers=restarts)
     ref = gym.vector.SyncVectorEnv(cartpoles())
+    mine = shm_files_used_by([psutil.Process()])
     try:
         assert {type(p).__name__ for p in vec.processes} == {"SpawnProcess"}
+        assert len(mine) == 1
         # the block's name lives while a replacement worker may need to attach to it, no longer
-        assert len(shm_entries() - before) == (1 if restarts else 0)
+        assert len(mine & shm_entries()) == (1 if restarts else 0)
         obs, _ = vec.reset(seed=7)
         np.testing.assert_array_equal(obs, ref.reset(seed=7)[0])
         actions = np.array([0, 1, 1, 0])
@@ -49,7 +52,7 @@ def test_spawned_workers_share_a_named_block_and_step_as_gymnasiums_envs(portabl
     finally:
         vec.close()
         ref.close()
-    assert shm_entries() - before == set()
+    assert mine & shm_entries() == set()
 
 
 def test_a_killed_owner_leaves_no_block_behind(portable, tmp_path):
@@ -69,17 +72,17 @@ def test_a_killed_owner_leaves_no_block_behind(portable, tmp_path):
     )
     path = tmp_path / "owner.py"
     path.write_text(script)
-    before = shm_entries()
     owner = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout.readline().strip() == "ready"
-        assert len(shm_entries() - before) == 1
+        owners = shm_files_used_by([psutil.Process(owner.pid)]) & shm_entries()
+        assert len(owners) == 1
         owner.kill()
         owner.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while shm_entries() - before and time.monotonic() < deadline:
+        while owners & shm_entries() and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert shm_entries() - before == set()
+        assert owners & shm_entries() == set()
     finally:
         owner.kill()
         owner.stdout.close()
