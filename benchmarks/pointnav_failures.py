@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from vecfast.trainers import evaluate
-from vecfast.trainers.run.evaluation import run_env
+from vecfast.trainers.run.evaluation import episode_quotas, run_env
 
 MODES = {"sampled": False, "argmax": True}
 
@@ -36,8 +36,7 @@ class EpisodeEnds(gym.vector.VectorWrapper):
 
     def __init__(self, env: gym.vector.VectorEnv, episodes: int) -> None:
         super().__init__(env)
-        n = env.num_envs
-        self.quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
+        self.quota = episode_quotas(episodes, env.num_envs)
         self.ends: list[EpisodeEnd] = []
 
     def step(self, actions):  # noqa: ANN001, ANN201 (gymnasium's signature)

@@ -194,6 +194,11 @@ def evaluate(
             vec_env.close()
 
 
+def episode_quotas(episodes: int, num_envs: int) -> np.ndarray:
+    """How many of the ``episodes`` each env plays (see the module docstring)."""
+    return np.array([episodes // num_envs + (i < episodes % num_envs) for i in range(num_envs)])
+
+
 class _Episodes:
     """The stepping loop of :func:`evaluate`: where episodes begin and end, and their returns and lengths, as the
     trainers' sampler has them (:class:`EpisodeBoundaries`, :class:`EpisodeTracker`), plus each env's quota and
@@ -216,7 +221,7 @@ class _Episodes:
         self.deterministic, self.max_steps, self.on_frame = deterministic, max_steps, on_frame
         self.mode = AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
         self.partial_reset = self.mode == AutoresetMode.DISABLED or isinstance(env.unwrapped, _PARTIAL_RESET)
-        self.targets = np.array([episodes // n + (i < episodes % n) for i in range(n)])
+        self.targets = episode_quotas(episodes, n)
         self.device = next(policy.parameters()).device
         self.episodes: list[list[EndedEpisode]] = [[] for _ in range(n)]
         self.cut = 0
