@@ -160,6 +160,27 @@ def test_games_die_with_a_killed_owner(sig, fresh_cwd):
     assert list(fresh_cwd.iterdir()) == []
 
 
+def test_an_owner_killed_before_its_games_start_leaves_no_directory(tmp_path):
+    """A game's private directory is made when the game starts: an owner SIGKILLed before then (no exit handlers,
+    no reaper told of the env) left one empty ``vecfast-doom-*`` directory per env in the temp dir."""
+    script = textwrap.dedent(
+        """
+        import time, gymnasium as gym, vecfast
+        envs = [gym.make("vecfast/DoomBasic-v0") for _ in range(2)]
+        print("made", flush=True)
+        time.sleep(600)
+        """
+    )
+    environ = {**os.environ, "TMPDIR": str(tmp_path)}
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=environ)
+    try:
+        assert owner.stdout.readline().strip() == "made"
+    finally:
+        owner.kill()
+        owner.wait()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_doom_env_renders_at_its_step_rate_so_videos_play_in_real_time() -> None:
     """One frame per step of frame_skip tics: at Doom's 35 tics/s that is 35 / frame_skip frames/s (videos were
     written at 35 frames/s, and played 4x fast)."""

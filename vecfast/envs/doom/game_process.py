@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import threading
 import weakref
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -55,29 +56,36 @@ class GameProcess:
 
     def __init__(self, game: vzd.DoomGame) -> None:
         self.game = game
-        self.home = tempfile.mkdtemp(prefix="vecfast-doom-")
         self.pid: int | None = None
         self.instance_id: str | None = None  # VizDoom's id of the game last started
-        self._instance_ids: list[str] = []  # of every game started: the release removes their IPC
+        self._files = _GameFiles()
         # Runs at close() or, for an env nobody closed, at interpreter exit (Ctrl-C included):
         # the reaper covers only owners that die without running exit handlers.
-        self._release = weakref.finalize(self, _release, game, self.home, self._instance_ids)
+        self._release = weakref.finalize(self, _release, game, self._files)
+
+    @property
+    def home(self) -> str | None:
+        """The game's private directory; None until the game first starts."""
+        return self._files.home
 
     def start(self) -> None:
-        self.game.set_doom_config_path(os.path.join(self.home, "_vizdoom.ini"))
         me = psutil.Process()
         reaper = GameReaper.for_this_process()
         with _START_LOCK:
-            before = {child.pid for child in me.children()}
-            spotter = _InstanceSpotter(reaper, self.home)
-            cwd = os.getcwd()
-            os.chdir(self.home)
-            engine = self.game.get_vizdoom_path() or os.path.join(os.path.dirname(vzd.__file__), "vizdoom")
-            wrapper = None if chatter.verbose() else _output_wrapper(engine, os.path.join(self.home, GAME_LOG))
+            if self._files.home is None:  # made here, not with the env, and the reaper learns of it at once
+                self._files.home = tempfile.mkdtemp(prefix="vecfast-doom-")
+            home = self._files.home
             # Until the spotter knows the game's id, the reaper knows its directory (and what its engine
             # printed there): VizDoom crashes this process when the engine exits while starting.
-            starting = f"starting-{os.path.basename(self.home)}"
-            reaper.watch(starting, self.home)
+            starting = f"starting-{os.path.basename(home)}"
+            reaper.watch(starting, home)
+            self.game.set_doom_config_path(os.path.join(home, "_vizdoom.ini"))
+            before = {child.pid for child in me.children()}
+            spotter = _InstanceSpotter(reaper, home)
+            cwd = os.getcwd()
+            os.chdir(home)
+            engine = self.game.get_vizdoom_path() or os.path.join(os.path.dirname(vzd.__file__), "vizdoom")
+            wrapper = None if chatter.verbose() else _output_wrapper(engine, os.path.join(home, GAME_LOG))
             try:
                 if wrapper is not None:
                     self.game.set_vizdoom_path(f"/proc/{os.getpid()}/fd/{wrapper}")
@@ -89,10 +97,10 @@ class GameProcess:
                 for instance_id in spotter.found:
                     reaper.forget(instance_id)
                 # what the engine printed goes with the error (and to the log), not again at the release
-                output = game_output(self.home)
+                output = game_output(home)
                 chatter.write_log(output, "VizDoom game that did not start")
                 with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(self.home, GAME_LOG))
+                    os.unlink(os.path.join(home, GAME_LOG))
                 last = chatter.tail(output, chatter.VIZDOOM_CHATTER)
                 if last and isinstance(exc, Exception):
                     raise _with_output(exc, last) from exc
@@ -105,11 +113,11 @@ class GameProcess:
             spotter.stop()
             reaper.forget(starting)
             self.instance_id = self.game.get_instance_id()
-            self._instance_ids.append(self.instance_id)
+            self._files.instance_ids.append(self.instance_id)
             started = [child for child in me.children() if child.pid not in before]
         if started:
             self.pid = started[0].pid
-            reaper.watch(self.instance_id, self.home, self.pid)
+            reaper.watch(self.instance_id, home, self.pid)
 
     def close(self) -> None:
         if self.instance_id is not None:
@@ -154,11 +162,21 @@ def _mapped_instance_ids() -> set[str]:
         return {match.group(1) for line in maps if (match := _MAPPED_QUEUE.search(line))}
 
 
-def _release(game: vzd.DoomGame, home: str, instance_ids: list[str]) -> None:
+@dataclass
+class _GameFiles:
+    """What a game leaves until its release removes it. Its private directory is made when the game first starts,
+    not with the env: an env whose owner is killed before then (no exit handlers, no reaper yet) leaves nothing."""
+
+    home: str | None = None
+    instance_ids: list[str] = field(default_factory=list)  # of every game started: they name its IPC
+
+
+def _release(game: vzd.DoomGame, files: _GameFiles) -> None:
     game.close()
-    unlink_ipc(instance_ids)  # gone already unless the game was killed
-    report_game_output(home, instance_ids)
-    shutil.rmtree(home, ignore_errors=True)
+    unlink_ipc(files.instance_ids)  # gone already unless the game was killed
+    if files.home is not None:
+        report_game_output(files.home, files.instance_ids)
+        shutil.rmtree(files.home, ignore_errors=True)
 
 
 def _output_wrapper(engine: str, log: str) -> int | None:
