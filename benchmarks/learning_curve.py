@@ -44,16 +44,19 @@ def sittings(run_dir: Path) -> list[dict]:
 
 
 def minute_rows(run: str, env: str, algo: str, records: list[dict], after: float) -> list[dict]:
-    """One row per whole minute past ``after``: the newest record by then, and the newest evaluation."""
-    rows, latest_eval = [], float("nan")
+    """One row per whole minute past ``after``: the newest record by then, with the newest mean return (a resumed
+    sitting has none until its first episodes end) and the newest evaluation."""
+    rows, latest_return, latest_eval = [], float("nan"), float("nan")
     next_minute = int(after) + 1
     for record in records:
+        if record.get("mean_episode_return") is not None:
+            latest_return = record["mean_episode_return"]
         latest_eval = record.get("eval/mean_return", latest_eval)
         while record["minutes"] >= next_minute:
             rows.append({
                 "run": run, "env": env, "algo": algo, "minutes": float(next_minute),
                 "env_steps": record["env_steps"], "env_frames": record["env_frames"],
-                "mean_return": record.get("mean_episode_return", float("nan")), "eval_return": latest_eval,
+                "mean_return": latest_return, "eval_return": latest_eval,
                 "host": host(),
             })  # fmt: skip
             next_minute += 1

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from learning_curve import minute_rows
 from learning_seeds import CURVE_KEYS, append_curve
 
 
@@ -41,3 +42,13 @@ def test_plot_csv_draws_several_files_with_their_medians(tmp_path: Path) -> None
                            "--median", "--out", str(out)], capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert out.stat().st_size > 0 and "of 6 run(s)" in done.stdout
+
+
+def test_a_curves_minute_after_a_resume_keeps_the_latest_mean_return() -> None:
+    """A resumed sitting logs no mean return until its first episodes end: its first minute gave nan."""
+    records = [{"minutes": 0.5, "env_steps": 10, "env_frames": 40, "mean_episode_return": -20.0},
+               {"minutes": 1.0, "env_steps": 20, "env_frames": 80, "mean_episode_return": -19.0},
+               {"minutes": 2.0, "env_steps": 30, "env_frames": 120, "mean_episode_return": None},
+               {"minutes": 3.0, "env_steps": 40, "env_frames": 160, "mean_episode_return": -18.0}]  # fmt: skip
+    rows = minute_rows("run", "ALE/Pong-v5", "appo", records, after=0.0)
+    assert [row["mean_return"] for row in rows] == [-19.0, -19.0, -18.0]
