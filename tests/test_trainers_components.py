@@ -316,6 +316,84 @@ def test_ppo_takes_epochs_of_minibatches_and_its_state_round_trips() -> None:
     assert restored.optimizer.state_dict()["state"].keys() == ppo.optimizer.state_dict()["state"].keys()
 
 
+def random_batch(num: int, rollout: int) -> Trajectories:
+    """``num`` trajectories of random observations, actions, rewards and values, an episode ending in each."""
+    torch.manual_seed(1)
+    done = [[t == (i % rollout) for t in range(rollout)] for i in range(num)]
+    traj = make_trajectories(rewards=torch.randn(num, rollout).tolist(), done=done, terminated=done)
+    traj.obs["obs"].uniform_(-1, 1)
+    traj.actions.random_(0, 2)
+    traj.values.normal_()
+    traj.log_probs.fill_(-0.7)
+    return traj
+
+
+def test_steps_are_one_step_trajectories_that_bootstrap_from_the_next_observation() -> None:
+    traj = random_batch(3, 5)
+    traj.policy_version.random_(0, 100)
+    index = torch.tensor([14, 0, 7, 4])  # trajectory 2 step 4, 0 0, 1 2, 0 4
+    steps = traj.steps(index)
+    assert len(steps) == 4 and steps.rollout == 1
+    for row, (i, t) in enumerate([(2, 4), (0, 0), (1, 2), (0, 4)]):
+        assert torch.equal(steps.obs["obs"][row], traj.obs["obs"][i, t : t + 2])
+        for name in ("first", "values"):
+            assert torch.equal(getattr(steps, name)[row], getattr(traj, name)[i, t : t + 2])
+        for name in ("actions", "log_probs", "rewards", "terminated", "done", "valid", "policy_version"):
+            assert torch.equal(getattr(steps, name)[row, 0], getattr(traj, name)[i, t])
+        assert torch.equal(steps.initial_state[row], traj.initial_state[i])
+
+
+@pytest.mark.parametrize("on_policy", [True, False], ids=["gae", "vtrace"])
+def test_a_minibatch_of_every_step_learns_as_one_of_every_trajectory(on_policy: bool) -> None:
+    """One minibatch holding the whole batch: the same samples whether they are whole trajectories or shuffled
+    steps, so the same update (up to float sums in another order), on-policy (GAE from the stored values) and
+    off-policy (V-trace from the current ones, per minibatch or once per batch)."""
+    obs_space = spaces.Box(-1, 1, (2,), np.float32)
+
+    def flat(model: torch.nn.Module) -> torch.Tensor:
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    learned = []
+    for minibatch_of in ("trajectories", "steps"):
+        cfg = small_config(use_rnn=False, rollout=4, batch_size=24, minibatch_of=minibatch_of, learning_rate=1e-2)
+        torch.manual_seed(0)
+        ppo = PPO(ActorCritic(obs_space, spaces.Discrete(2), cfg), cfg)
+        initial = flat(ppo.model)
+        ppo.learn(random_batch(6, 4), 0.0, on_policy=on_policy)
+        assert ppo.version == 1 and not torch.allclose(flat(ppo.model), initial)
+        learned.append(flat(ppo.model))
+    torch.testing.assert_close(learned[1], learned[0], rtol=1e-5, atol=1e-6)
+
+
+def test_shuffled_steps_take_as_many_gradient_steps_and_mix_trajectories() -> None:
+    """8 trajectories of 4 steps in minibatches of 8 samples: 4 gradient steps per epoch either way; a minibatch
+    of shuffled steps draws from more trajectories than the 2 a minibatch of whole ones holds."""
+    cfg = small_config(use_rnn=False, rollout=4, batch_size=8, num_epochs=2, minibatch_of="steps")
+    ppo = PPO(ActorCritic(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2), cfg), cfg)
+    batch = random_batch(8, 4)
+    batch.policy_id[:] = torch.arange(8)[:, None]  # tells each step's trajectory
+    minibatches = list(ppo.minibatches(batch, None, None))
+    assert len(minibatches) == 4 and [len(m) for m, _, _ in minibatches] == [8, 8, 8, 8]
+    assert sorted(torch.cat([m.policy_id.flatten() for m, _, _ in minibatches]).tolist()) == sorted(
+        batch.policy_id.flatten().tolist()
+    )
+    assert max(len(m.policy_id.unique()) for m, _, _ in minibatches) > 2
+    ppo.learn(batch, 0.0, on_policy=False)
+    assert ppo.version == 8
+
+
+@pytest.mark.parametrize(
+    "overrides", [{"use_rnn": True}, {"prev_action_embedding": 4}, {"aux_inverse_dynamics_coeff": 0.1}]
+)
+def test_shuffled_steps_need_a_model_without_memory(overrides: dict) -> None:
+    cfg = small_config(**{"use_rnn": False, "minibatch_of": "steps", **overrides})
+    model = ActorCritic(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2), cfg)
+    with pytest.raises(ValueError, match="minibatch_of='steps' needs a model without memory"):
+        PPO(model, cfg)
+    with pytest.raises(ValueError, match="minibatch_of must be 'trajectories' or 'steps'"):
+        small_config(minibatch_of="samples")
+
+
 def test_a_too_small_image_gets_a_clear_error() -> None:
     space = spaces.Box(0.0, 10.0, (16, 16, 1), np.float32)  # depth in metres: an image too
     with pytest.raises(ValueError, match="16x16 pixels is too small for encoder_conv_architecture='convnet_simple'"):

@@ -52,6 +52,11 @@ class PPOConfig:
     """Passes over an iteration's samples."""
     num_batches_per_epoch: int = 1
     """Minibatches of batch_size samples that an iteration learns from."""
+    minibatch_of: str = "trajectories"
+    """What a minibatch's samples are: "trajectories" (batch_size // rollout whole ones, what a recurrent core and
+    the auxiliary losses learn from) or "steps" (drawn from every trajectory of the iteration, as CleanRL and Sample
+    Factory shuffle a model without memory; APPO then computes the targets from the current values once per batch
+    instead of once per minibatch)."""
     learning_rate: float = 1e-4
     """The optimiser's learning rate, before lr_scaling and lr_schedule."""
     lr_schedule: str = "constant"
@@ -104,6 +109,8 @@ class PPOConfig:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of rollout ({self.rollout})")
         if self.num_epochs < 1 or self.num_batches_per_epoch < 1:
             raise ValueError("num_epochs and num_batches_per_epoch must be >= 1")
+        if self.minibatch_of not in ("trajectories", "steps"):
+            raise ValueError(f"minibatch_of must be 'trajectories' or 'steps', got {self.minibatch_of!r}")
         for key in ("lr_schedule", "exploration_loss_schedule"):
             if getattr(self, key) not in ("constant", "linear_decay", "cosine"):
                 raise ValueError(f"{key} must be 'constant', 'linear_decay' or 'cosine', got {getattr(self, key)!r}")

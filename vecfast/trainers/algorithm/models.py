@@ -275,6 +275,12 @@ class ActorCritic(nn.Module):
         self._auxiliary_terms: dict[str, torch.Tensor] = {}  # the last forward pass's, until the learner takes them
 
     # ----------------------------------------------------------------- learning interface
+    @property
+    def learns_from_trajectories(self) -> bool:
+        """Whether learning needs whole trajectories: a recurrent state (core, previous action) or auxiliary losses,
+        which read steps that follow one another."""
+        return self.state_size > 0 or len(self.auxiliary) > 0
+
     def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return torch.cat([enc(obs[key]) for key, enc in self.encoders.items()], dim=-1)
 

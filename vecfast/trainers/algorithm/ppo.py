@@ -9,13 +9,14 @@ GAE on the current values with ``with_vtrace=False``), as in Sample Factory's AP
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 from vecfast.trainers.algorithm.auxiliary import weighted_sum
+from vecfast.trainers.algorithm.distributions import ActionDistribution
 from vecfast.trainers.algorithm.losses import LossOutput, gae, ppo_loss, vtrace
 from vecfast.trainers.algorithm.models import ActorCritic
 from vecfast.trainers.algorithm.numerics import check_gradient, refusing_non_finite
@@ -40,6 +41,11 @@ class PPO:
         self.version = 0
         self.minibatch = cfg.batch_size // cfg.rollout  # trajectories per gradient step
         self.exploration_coeff = exploration_coeff(cfg, 0.0)
+        if cfg.minibatch_of == "steps" and getattr(model, "module", model).learns_from_trajectories:
+            raise ValueError(
+                "minibatch_of='steps' needs a model without memory: use_rnn=False, prev_action_embedding=0 and no "
+                "auxiliary losses (they learn from whole trajectories)"
+            )
 
     def set_progress(self, fraction: float) -> None:
         """Training progress in [0, 1], for the learning rate's and the entropy bonus's schedules."""
@@ -74,20 +80,53 @@ class PPO:
             advantages = targets = None
             if on_policy:
                 advantages, targets = gae(batch, batch.values, self.cfg.gamma, self.cfg.gae_lambda)
-            device = batch.first.device
+            elif self.cfg.minibatch_of == "steps":  # shuffled steps keep no trajectory to compute them on
+                advantages, targets = self.current_targets(batch)
             for _ in range(self.cfg.num_epochs):
-                order = torch.randperm(len(batch), device=device)
-                for i in range(0, len(batch), self.minibatch):
-                    idx = order[i : i + self.minibatch]
-                    if advantages is None or targets is None:
-                        out, grad_norm = self.step(batch.select(idx))
-                    else:
-                        out, grad_norm = self.step(batch.select(idx), advantages[idx], targets[idx])
+                for minibatch, minibatch_advantages, minibatch_targets in self.minibatches(batch, advantages, targets):
+                    out, grad_norm = self.step(minibatch, minibatch_advantages, minibatch_targets)
                     after_step()
         terms = {**out.terms(), "grad_norm": grad_norm, "learning_rate": self.learning_rate}
         if self.cfg.exploration_loss_schedule != "constant":
             terms["exploration_loss_coeff"] = self.exploration_coeff
         return terms
+
+    def minibatches(
+        self, batch: Trajectories, advantages: torch.Tensor | None, targets: torch.Tensor | None
+    ) -> Iterator[tuple[Trajectories, torch.Tensor | None, torch.Tensor | None]]:
+        """One epoch's minibatches in a new random order, with their advantages and targets where given: whole
+        trajectories, or (``minibatch_of="steps"``) steps drawn from all of them, as many minibatches either way
+        (DD-PPO's ranks, whose rollouts may end early, take the same number of gradient steps)."""
+        device = batch.first.device
+        if self.cfg.minibatch_of == "steps":
+            count = -(-len(batch) // self.minibatch)
+            for idx in torch.randperm(len(batch) * batch.rollout, device=device).tensor_split(count):
+                yield batch.steps(idx), *(None if x is None else x.flatten()[idx, None] for x in (advantages, targets))
+            return
+        order = torch.randperm(len(batch), device=device)
+        for i in range(0, len(batch), self.minibatch):
+            idx = order[i : i + self.minibatch]
+            yield batch.select(idx), *(None if x is None else x[idx] for x in (advantages, targets))
+
+    def current_targets(self, batch: Trajectories) -> tuple[torch.Tensor, torch.Tensor]:
+        """Advantages and value targets from the model's current values (and, for V-trace, policy) on the whole
+        batch, before the epochs: what :meth:`step` computes per minibatch of whole trajectories."""
+        model = getattr(self.model, "module", self.model)  # (no gradient: no DistributedDataParallel's hooks)
+        with torch.no_grad():
+            dist, norm_values = model.evaluate(
+                batch.obs, batch.first, batch.initial_state, batch.rollout, batch.actions
+            )
+            return self.off_policy_targets(batch, dist, model.denormalize_value(norm_values))
+
+    def off_policy_targets(
+        self, batch: Trajectories, dist: ActionDistribution, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Advantages and value targets from the current ``values`` (one more step than the rewards) and policy
+        ``dist``: V-trace, or GAE without correction (``with_vtrace=False``)."""
+        cfg = self.cfg
+        if cfg.with_vtrace:
+            return vtrace(batch, values, dist.log_prob(batch.actions) - batch.log_probs, cfg.gamma)
+        return gae(batch, values, cfg.gamma, cfg.gae_lambda)
 
     def step(
         self, batch: Trajectories, advantages: torch.Tensor | None = None, targets: torch.Tensor | None = None
@@ -98,21 +137,25 @@ class PPO:
         Without ``advantages`` and ``targets`` they come from the current values (V-trace or GAE).
         """
         model, cfg = self.model, self.cfg
+        # a shuffled step comes with its targets: the observation it would bootstrap from goes unevaluated
+        length = batch.rollout + (cfg.minibatch_of == "trajectories")
         dist, norm_values = model.evaluate(
-            batch.obs, batch.first, batch.initial_state, batch.rollout, batch.actions, batch.valid
+            {k: v[:, :length] for k, v in batch.obs.items()},
+            batch.first[:, :length],
+            batch.initial_state,
+            batch.rollout,
+            batch.actions,
+            batch.valid,
         )
         auxiliary = getattr(model, "module", model).take_auxiliary_terms()  # (through a DistributedDataParallel)
         if advantages is None or targets is None:
             with torch.no_grad():
-                values = model.denormalize_value(norm_values)
-                if cfg.with_vtrace:
-                    log_rhos = dist.log_prob(batch.actions) - batch.log_probs
-                    advantages, targets = vtrace(batch, values, log_rhos, cfg.gamma)
-                else:  # GAE on the current values, no off-policy correction
-                    advantages, targets = gae(batch, values, cfg.gamma, cfg.gae_lambda)
+                advantages, targets = self.off_policy_targets(batch, dist, model.denormalize_value(norm_values))
         if model.returns_norm is not None:
             model.returns_norm.update(targets[batch.valid])
-        out = ppo_loss(model, dist, norm_values[:, :-1], batch, advantages, targets, cfg, self.exploration_coeff)
+        out = ppo_loss(
+            model, dist, norm_values[:, : batch.rollout], batch, advantages, targets, cfg, self.exploration_coeff
+        )
         loss = out.loss
         if auxiliary:
             loss = loss + weighted_sum(auxiliary, cfg)

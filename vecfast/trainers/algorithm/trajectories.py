@@ -114,6 +114,36 @@ class Trajectories:
             initial_state=self.initial_state,
         )
 
+    def steps(self, index: torch.Tensor) -> Trajectories:
+        """Steps ``index`` (flat positions ``trajectory * rollout + step``), a copy of each as a trajectory of one
+        step with the observation it bootstraps from: the minibatches of shuffled steps that a model without memory
+        learns from (``minibatch_of="steps"``)."""
+        rollout = self.rollout
+        trajectory = index.div(rollout, rounding_mode="floor")
+        at = trajectory * (rollout + 1) + index % rollout  # the step's position where a trajectory has rollout + 1
+
+        def step_only(x: torch.Tensor) -> torch.Tensor:
+            return x.flatten(0, 1).index_select(0, index).unsqueeze(1)
+
+        def with_next(x: torch.Tensor) -> torch.Tensor:
+            flat = x.flatten(0, 1)
+            return torch.stack([flat.index_select(0, at), flat.index_select(0, at + 1)], dim=1)
+
+        return Trajectories(
+            obs={k: with_next(v) for k, v in self.obs.items()},
+            first=with_next(self.first),
+            values=with_next(self.values),
+            actions=step_only(self.actions),
+            log_probs=step_only(self.log_probs),
+            rewards=step_only(self.rewards),
+            terminated=step_only(self.terminated),
+            done=step_only(self.done),
+            valid=step_only(self.valid),
+            policy_version=step_only(self.policy_version),
+            policy_id=step_only(self.policy_id),
+            initial_state=self.initial_state.index_select(0, trajectory),
+        )
+
     def __len__(self) -> int:
         return self.first.shape[0]
 
