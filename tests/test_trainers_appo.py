@@ -145,9 +145,11 @@ def train_appo(
     return history
 
 
-def test_appo_learns_cartpole(make_async: Callable) -> None:
+@pytest.mark.parametrize("minibatch_of", ["trajectories", "steps"])
+def test_appo_learns_cartpole(make_async: Callable, minibatch_of: str) -> None:
     env = make_async([lambda: gym.make("CartPole-v1")] * 16, num_workers=2, batch_size=8)
     overrides = {**MLP, "rollout": 32, "batch_size": 512, "learning_rate": 1e-3, "exploration_loss_coeff": 0.0}
+    overrides["minibatch_of"] = minibatch_of
     history = train_appo(env, 150_000, 195.0, **overrides, seed=1, max_grad_norm=0.5)
     last = history[-1]
     assert last.get("mean_episode_return", 0) >= 195, f"reached {last.get('mean_episode_return')} in {last}"

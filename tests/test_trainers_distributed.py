@@ -263,14 +263,18 @@ class SlowEnv(gym.Wrapper):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("sync_frac, preempted", [(0.5, True), (1.0, False)])
-def test_the_straggler_is_preempted_once_enough_ranks_finished(tmp_path, sync_frac, preempted):
+@pytest.mark.parametrize(
+    "sync_frac, preempted, minibatch_of",
+    [(0.5, True, "trajectories"), (1.0, False, "trajectories"), (0.5, True, "steps")],
+)
+def test_the_straggler_is_preempted_once_enough_ranks_finished(tmp_path, sync_frac, preempted, minibatch_of):
     """With sync_frac=0.5 of 2 ranks, the fast rank's finished rollout ends the slow rank's early (after at
-    least a quarter of it), and the short rollout is learned from; with 1.0 every rollout is whole."""
+    least a quarter of it), and the short rollout is learned from; with 1.0 every rollout is whole. Minibatches of
+    shuffled steps too: the ranks take as many gradient steps (each a collective) from rollouts of unequal length."""
     run_dir = tmp_path / "run"
     vecfast.train(
         slow_on_rank_0, algo="ddppo", num_processes=2, total_env_steps=2 * 4 * 16 * 12, run_dir=run_dir,
-        sync_frac=sync_frac, **SMALL,
+        sync_frac=sync_frac, minibatch_of=minibatch_of, **SMALL,
     )  # fmt: skip
     steps = [m["rollout_steps"] for m in read_metrics(run_dir)]  # rank 0's, the slow one's
     assert all(s >= 4 for s in steps)  # min_rollout_fraction 0.25 of 16
