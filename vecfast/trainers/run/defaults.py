@@ -116,7 +116,9 @@ POINTNAV_PRESET: dict[str, Any] = {
 # details of PPO"), which Sample Factory's Atari examples share in the essentials: the Nature CNN (32 8x8/4, 64
 # 4x4/2, 64 3x3/1, a 512 ReLU layer), no recurrence, 8 envs of 128 steps in 4 minibatches, 4 epochs, 2.5e-4
 # annealed to 0, clip 0.1, entropy 0.01, gradient norm 0.5; pixels scaled to [0, 1] only and returns unscaled, as
-# there.
+# there. Minibatches of steps shuffled across the batch's trajectories and GAE, not V-trace, for APPO's lag (CleanRL's
+# and Sample Factory's Atari choices): on Pong, 2 seeds, they reached at 3M frames what minibatches of whole
+# trajectories with V-trace had not at 5M (issue 45, docs/benchmarks).
 ATARI_PRESET: dict[str, Any] = {
     "num_workers": 2,
     "num_envs_per_worker": 4,
@@ -136,6 +138,8 @@ ATARI_PRESET: dict[str, Any] = {
     "exploration_loss_coeff": 0.01,
     "value_loss_coeff": 0.5,
     "max_grad_norm": 0.5,
+    "minibatch_of": "steps",
+    "with_vtrace": False,
     "env_frameskip": 4,  # AtariVectorEnv's frame skip: fps counts frames, as Atari results do
 }
 # Connect four's self-play: games start after up to 8 random legal moves, so that the learner meets the positions its
