@@ -56,8 +56,9 @@ class PPOConfig:
     """What a minibatch's samples are: "trajectories" (batch_size // rollout whole ones, what a recurrent core and
     the auxiliary losses learn from) or "steps" (drawn from every trajectory of the iteration, as CleanRL and Sample
     Factory shuffle a model without memory; APPO then computes the targets from the current values once per batch
-    instead of once per minibatch). The Atari preset's: on Pong (seed 0, with GAE) steps learned with far fewer
-    frames, -16.8 against -19.3 at 3M frames (docs/benchmarks)."""
+    instead of once per minibatch). The Atari preset's: on Pong (with GAE) steps learned with far fewer frames,
+    -16.8 / -17.7 at 3M frames (seeds 0 / 1) against whole trajectories' -19.3 with GAE / -20.1 with V-trace
+    (docs/benchmarks)."""
     learning_rate: float = 1e-4
     """The optimiser's learning rate, before lr_scaling and lr_schedule."""
     lr_schedule: str = "constant"
