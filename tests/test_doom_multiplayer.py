@@ -314,6 +314,70 @@ def test_a_dead_game_restarts_its_match_only(victim: str, process_guard: Any) ->
     assert games() == [] and vizdoom_shm_left(shm_before) == set()
 
 
+@pytest.mark.parametrize("victim", ["host", "joiner"])
+def test_a_game_that_dies_between_matches_restarts_its_match_only(victim: str, process_guard: Any) -> None:
+    """A game killed after its match ended, before the next begins: the new episode the match's players start
+    fails at once for both (each ends the games its match began with, never the partner's rebuilt game), so the
+    match restarts alone, once, and the other match plays on; no worker waits out the step timeout."""
+    env = doom_duel_v0.vector_env(2, timelimit_minutes=SHORT, timeout=5.0)
+    process_guard.watch(descendants())
+    try:
+        env.reset(seed=0)
+        noop = np.tile(NOOP, (4, 1))
+        truncated = np.zeros(4, bool)
+        while not truncated.all():  # both matches reach their time limit at the same step
+            _, _, _, truncated, _ = env.step(noop)
+        before = games()
+        match = {g: match_of_game(g, env.ports) for g in before}
+        role = "-join" if victim == "joiner" else "-port"
+        next(g for g in before if match[g] == 0 and role in " ".join(g.cmdline())).kill()
+        started = time.monotonic()
+        for _ in range(5):
+            _, _, _, truncated, infos = env.step(noop)
+            if "match_restarted" in infos:
+                break
+        assert time.monotonic() - started < 5.0  # the step timeout (10 s) never ran out
+        assert np.flatnonzero(infos["_match_restarted"]).tolist() == [0, 1], infos.get("match_restarted")
+        assert np.flatnonzero(truncated).tolist() == [0, 1]
+        assert [r.env_indices for r in env.restarts] == [(0, 1)]
+        assert all(g.is_running() for g in before if match[g] == 1)
+        for _ in range(3):
+            _, _, _, truncated, infos = env.step(noop)
+        assert not truncated.any() and infos["active"].all() and len(games()) == 4
+        assert [r.env_indices for r in env.restarts] == [(0, 1)]  # the new match began once, its games untouched
+    finally:
+        env.close()
+    assert games() == []
+
+
+def test_a_reset_after_a_game_died_restarts_its_match_once(process_guard: Any) -> None:
+    """``reset`` with a game of match 0 dead: its players are rebuilt as they start the new match, which counts as
+    the match's one restart (not as none, nor as every match's); the reset and the steps after it report nothing
+    owed, the other match's games play on."""
+    env = doom_duel_v0.vector_env(2, timelimit_minutes=1.0, timeout=5.0)
+    process_guard.watch(descendants())
+    try:
+        env.reset(seed=0)
+        noop = np.tile(NOOP, (4, 1))
+        for _ in range(3):
+            env.step(noop)
+        before = games()
+        match = {g: match_of_game(g, env.ports) for g in before}
+        next(g for g in before if match[g] == 0).kill()
+        started = time.monotonic()
+        _, infos = env.reset(seed=1)
+        assert time.monotonic() - started < 5.0 and "restarted" not in infos
+        assert [r.env_indices for r in env.restarts] == [(0, 1)]
+        assert all(g.is_running() for g in before if match[g] == 1)
+        for _ in range(2):
+            _, _, _, truncated, infos = env.step(noop)
+            assert not truncated.any() and "match_restarted" not in infos
+        assert [r.env_indices for r in env.restarts] == [(0, 1)] and len(games()) == 4
+    finally:
+        env.close()
+    assert games() == []
+
+
 def test_matches_step_half_at_a_time_through_send_and_recv(process_guard: Any) -> None:
     """Double-buffered: recv returns the matches of the earliest send, while the other half steps (as APPO samples);
     a slot that owes an action cannot be received twice, and a send that cuts a match is refused."""

@@ -9,7 +9,9 @@ member die ends the group: the env whose game crashed
 died (:mod:`~vecfast.envs.doom.reaper`), the matches' owner for a game that ran ahead
 (:class:`~vecfast.envs.doom.multiplayer.matches.DoomMatchesVectorEnv`). Only the games that
 exist when the group is ended die: the group's next games, started later under the same
-tag, are spared.
+tag, are spared. An env ends exactly the games its own match began with (:func:`members`
+when its game joined, :func:`end_games`): a partner rebuilt already, in another worker, is
+newer than that, whatever the clocks say.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import psutil
 
 from vecfast.vector.process_cleanup import kill_processes
 
-__all__ = ["end_group", "end_groups_of", "group_arg", "new_group"]
+__all__ = ["end_games", "end_group", "end_groups_of", "group_arg", "members", "new_group"]
 
 _PREFIX = "-vecfast-group-"
 
@@ -38,9 +40,19 @@ def group_arg(group: str) -> str:
     return f"{_PREFIX}{group}"
 
 
+def members(group: str) -> list[psutil.Process]:
+    """The games of ``group`` running now."""
+    return _members({group}, time.time())
+
+
+def end_games(games: Iterable[psutil.Process]) -> None:
+    """Kill these games (those still running: psutil refuses a reused pid), and wait for them."""
+    kill_processes(list(games))
+
+
 def end_group(group: str) -> None:
     """Kill the games of ``group`` that exist now, and wait for them."""
-    _end_tags({group}, time.time())
+    end_games(members(group))
 
 
 def end_groups_of(games: Iterable[psutil.Process]) -> None:
@@ -50,16 +62,17 @@ def end_groups_of(games: Iterable[psutil.Process]) -> None:
     for game in games:
         with contextlib.suppress(psutil.Error):
             tags.update(arg[len(_PREFIX) :] for arg in game.cmdline() if arg.startswith(_PREFIX))
-    _end_tags(tags, before)
+    end_games(_members(tags, before))
 
 
-def _end_tags(tags: set[str], before: float) -> None:
+def _members(tags: set[str], before: float) -> list[psutil.Process]:
+    """The running games of the groups ``tags`` started no later than ``before``."""
     if not tags:
-        return
+        return []
     marks = {group_arg(tag) for tag in tags}
-    members = []
+    found = []
     for proc in psutil.process_iter(["cmdline", "create_time"]):
         cmdline, started = proc.info["cmdline"], proc.info["create_time"]
         if cmdline and started is not None and started <= before and marks.intersection(cmdline):
-            members.append(proc)
-    kill_processes(members)
+            found.append(proc)
+    return found

@@ -325,6 +325,10 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
                 self._replace_players(exc)
                 # new players' games all need their first reset: a reset mask no longer applies
                 every, options = True, None
+        # a game that died as its match began a new episode: the match's players were rebuilt, and start it
+        rebuilt = infos.pop(f"_{RESTARTED}", np.zeros(self.num_envs, np.bool_)) & infos.pop(RESTARTED, False)
+        if rebuilt.any():
+            self._record_restarts(np.unique(self._match_of_env[rebuilt.astype(bool)]))
         write_rows(self._reset_obs, starting, map_tree(lambda a: a[self._env_of_slot[starting]], obs))
         self._start_infos = self._to_slots(infos)
         self._held[starting] = Held.RESET
@@ -350,19 +354,26 @@ class DoomMatchesVectorEnv(SlotVectorEnv):
             idle = create_empty_array(self.players.single_action_space, len(ran_ahead), fn=np.zeros)
             self.players.send(idle, ran_ahead)
             self.players.recv(ran_ahead)  # each raises in its worker: its game is gone, and it is rebuilt
-        # a worker that died or stalled is the cause of its matches' ends, before the games that died with it
-        records = sorted(self.players.restarts[self._players_restarts_seen :], key=lambda r: r.cause == "raised")
-        self._players_restarts_seen = len(self.players.restarts)
-        first = records[0] if records else Restart.of_matches((), RuntimeError("a game of the match died"))
-        n, reasons = self.num_agents, np.full(len(slots), None, object)
-        for m in matches.tolist():
-            cause = next((r for r in records if m in self._match_of_env[list(r.env_indices)]), first)
-            self.restarts.append(dataclasses.replace(cause, env_indices=tuple(range(m * n, (m + 1) * n))))
+        reasons = np.full(len(slots), None, object)
+        for m, cause in self._record_restarts(matches).items():
             first_line = cause.message.splitlines()[0] if cause.message else ""
             reasons[self.match_ids[slots] == m] = f"{cause.exc_type}: {first_line}"
         infos["match_restarted"], infos["_match_restarted"] = reasons, restarted
         infos[RESTARTED], infos[f"_{RESTARTED}"] = restarted.copy(), restarted.copy()
         return restarted
+
+    def _record_restarts(self, matches: np.ndarray) -> dict[int, Restart]:
+        """Record each of ``matches`` (their players just rebuilt) as restarted; each one's cause, by match."""
+        # a worker that died or stalled is the cause of its matches' ends, before the games that died with it
+        records = sorted(self.players.restarts[self._players_restarts_seen :], key=lambda r: r.cause == "raised")
+        self._players_restarts_seen = len(self.players.restarts)
+        first = records[0] if records else Restart.of_matches((), RuntimeError("a game of the match died"))
+        n, causes = self.num_agents, {}
+        for m in matches.tolist():
+            cause = next((r for r in records if m in self._match_of_env[list(r.env_indices)]), first)
+            causes[m] = cause
+            self.restarts.append(dataclasses.replace(cause, env_indices=tuple(range(m * n, (m + 1) * n))))
+        return causes
 
     def _tear_down(self, exc: BaseException) -> None:
         """Start every match again after ``exc``: each slot reports the truncation once (the slots in flight at once,

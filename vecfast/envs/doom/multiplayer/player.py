@@ -9,6 +9,7 @@ network with a :class:`NetworkIsolationWarning`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -16,7 +17,7 @@ import warnings
 from typing import Any
 
 from vecfast.envs.doom.full_game_env import DoomFullGameEnv
-from vecfast.envs.doom.game_groups import end_group, group_arg
+from vecfast.envs.doom.game_groups import end_games, group_arg, members
 from vecfast.extras import require
 from vecfast.network_isolation import (
     ENV_VAR,
@@ -163,7 +164,8 @@ class DoomPlayerEnv(DoomFullGameEnv):
     the executable that starts the game's engine in the match's private network
     (:attr:`PrivateNetwork.launcher <vecfast.network_isolation.PrivateNetwork>`);
     ``None``: the host's network. ``group``: the match's tag (:mod:`~vecfast.envs.doom.game_groups`):
-    a step that fails (this game died) ends the match's other games too, which would hang waiting for it.
+    a step or a new episode that fails (this game died) ends the match's other games too, which would hang
+    waiting for it: the games the match began with, never a partner's game rebuilt since.
     """
 
     def __init__(
@@ -179,6 +181,7 @@ class DoomPlayerEnv(DoomFullGameEnv):
         **kwargs,
     ) -> None:
         self.group = group
+        self._match_games: list = []  # the group's games when this one joined its match: the ones to end with it
         self.player = player
         self.num_players = num_players
         self.port = port
@@ -198,12 +201,25 @@ class DoomPlayerEnv(DoomFullGameEnv):
         args = f"{args} +name player_{self.player} +viz_connect_timeout {self.connect_timeout:g}"
         return args if self.group is None else f"{args} {group_arg(self.group)}"
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        if self._process.pid is not None:  # a new episode of the running match
+            with self._ending_the_match_on_failure():
+                return super().reset(seed=seed, options=options)
+        result = super().reset(seed=seed, options=options)  # the game joined: every game of the match runs
+        if self.group is not None:
+            self._match_games = members(self.group)
+        return result
+
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
-        try:
+        with self._ending_the_match_on_failure():
             return super().step(action)
+
+    @contextlib.contextmanager
+    def _ending_the_match_on_failure(self):
+        try:
+            yield
         except Exception:
-            if self.group is not None:
-                end_group(self.group)
+            end_games(self._match_games)
             raise
 
     def respawn_delay(self) -> int:
