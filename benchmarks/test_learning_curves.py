@@ -4,6 +4,7 @@ several such files, each file's seeds thin around their median."""
 from __future__ import annotations
 
 import csv
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,14 @@ def test_a_curves_minute_after_a_resume_keeps_the_latest_mean_return() -> None:
                {"minutes": 3.0, "env_steps": 40, "env_frames": 160, "mean_episode_return": -18.0}]  # fmt: skip
     rows = minute_rows("run", "ALE/Pong-v5", "appo", records, after=0.0)
     assert [row["mean_return"] for row in rows] == [-19.0, -19.0, -18.0]
+
+
+def test_curve_marks_reads_returns_at_frame_and_minute_marks(tmp_path: Path) -> None:
+    from curve_marks import at, runs_of
+
+    path = tmp_path / "curves.csv"
+    path.write_text("run,minutes,env_frames,mean_return\na,1,100,nan\na,2,200,-20\na,3,400,-10\nb,1,50,-21\n")
+    runs = runs_of([path])
+    assert at(runs["a"], "env_frames", 300) == -15.0 and at(runs["a"], "minutes", 2.0) == -20.0
+    assert math.isnan(at(runs["a"], "env_frames", 150)) and math.isnan(at(runs["a"], "minutes", 4))
+    assert math.isnan(at(runs["b"], "minutes", 1))  # one row: nothing to interpolate between
