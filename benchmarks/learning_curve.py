@@ -11,6 +11,8 @@ frames, the mean return of its latest episodes and its latest evaluation (``eval
 
     python benchmarks/learning_curve.py ALE/Pong-v5 --algo appo --run-dir runs/pong_appo --chunk-minutes 30 \\
         --total-minutes 60 --set eval_every_env_steps=250000 --set eval_episodes=8
+
+``--env-kwarg KEY=VALUE`` sets the env's keyword arguments (``repeat_action_probability=0.0``: no sticky actions).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_row, host, parse_overrides, rows_of  # noqa: E402
+
+from vecfast.command_line import add_env_kwarg_option  # noqa: E402
 
 CSV = Path(__file__).parent / "results" / "learning_curve.csv"
 COLUMNS = ["run", "env", "algo", "minutes", "env_steps", "env_frames", "mean_return", "eval_return", "host"]
@@ -87,6 +91,7 @@ def main() -> None:
     parser.add_argument("--total-minutes", type=float, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config key of the run")
+    add_env_kwarg_option(parser, "the run's first sitting; a resumed run keeps its own")
     parser.add_argument("--csv", type=Path, default=CSV)
     args = parser.parse_args()
     run = args.run_dir.name
@@ -101,6 +106,8 @@ def main() -> None:
             command += [args.env, "--algo", args.algo, "--run-dir", str(args.run_dir), "--seed", str(args.seed)]
             for key, value in parse_overrides(args.set).items():
                 command += [f"--{key}", str(value)]
+            for item in args.env_kwarg:
+                command += ["--env-kwarg", f"{item[0]}={item[1]!r}"]
         command += ["--total-env-steps", str(10**10), "--train_for_seconds", str(remaining * 60), "--no-live"]
         sit(command, None if chunk >= remaining else chunk * 60)  # the last sitting ends at the run's own bound
     measured = [float(row["minutes"]) for row in rows_of(args.csv, run)]
