@@ -137,6 +137,33 @@ def test_videos_of_an_atari_run_show_the_policy_what_it_trained_on(tmp_path: Pat
     assert "A.L.E" not in enjoy.stderr
 
 
+@pytest.mark.parametrize(
+    ("env_kwargs", "sticky"), [({}, 0.25), ({"repeat_action_probability": 0.0, "full_action_space": True}, 0.0)]
+)
+def test_rendering_games_play_the_game_the_run_trained_on(env_kwargs: dict, sticky: float):
+    """Videos and rendered evaluations of an ``ALE/`` run played without sticky actions (v5's 0.25) and dropped
+    the run's env keyword arguments (a full action set: actions the rendering game did not have)."""
+    from vecfast.trainers.run.env_source import EnvSource
+
+    source = EnvSource.of("ALE/Pong-v5", env_kwargs)
+    trained = source.build(2, "vector_entry_point")
+    rendering = source.build(1, "vector_entry_point", render_mode="rgb_array")
+    try:
+        assert rendering.get_attr("spec")[0].kwargs["repeat_action_probability"] == sticky
+        assert rendering.single_action_space == trained.single_action_space
+        assert rendering.single_observation_space == trained.single_observation_space
+    finally:
+        rendering.close()
+        trained.close()
+
+
+def test_a_rendering_game_refuses_preprocessing_it_cannot_reproduce():
+    from vecfast.trainers.run.env_source import EnvSource
+
+    with pytest.raises(ValueError, match="stack_num"):
+        EnvSource.of("ALE/Pong-v5", {"stack_num": 2}).build(1, "vector_entry_point", render_mode="rgb_array")
+
+
 def test_ales_frame_counters_and_lives_are_not_an_episodes_metrics():
     """``vecfast evaluate`` on an Atari run reported ``lives``, ``episode_frame_number`` and ``frame_number``:
     ALE's bookkeeping in every info, not figures of the episode."""

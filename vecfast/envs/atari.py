@@ -8,11 +8,15 @@ of its own give them the same observations, up to the fire-on-reset the vector e
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import ale_py
 import gymnasium as gym
 import numpy as np
+from ale_py.env import AtariEnv
+from ale_py.vector_env import AtariVectorEnv
 from gymnasium.wrappers import FrameStackObservation
 
 from vecfast.envs.area_resize import AreaResize
@@ -21,8 +25,11 @@ from vecfast.envs.area_resize import AreaResize
 # workers before they make their games)
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
-# keyword arguments of the single env under the preprocessing (which skips the frames itself)
+# keyword arguments of the single env under the preprocessing (which skips the frames itself); tests compare
+# single envs step for step, so without sticky actions
 SINGLE_ENV_KWARGS = {"frameskip": 1, "repeat_action_probability": 0.0}
+# the vector env's options of its batching alone, which one game does without
+BATCHING_OPTIONS = {"batch_size", "num_threads", "thread_affinity_offset", "autoreset_mode"}
 SCREEN = 84
 FRAME_SKIP = 4
 NOOP_MAX = 30
@@ -69,6 +76,28 @@ class AtariFrames(gym.Wrapper):
         return self._observation(), total, terminated, truncated, info
 
 
+def single_env_kwargs(vector_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of one game that plays the game of ``AtariVectorEnv(**vector_kwargs)``: its options
+    of the game itself (sticky actions, the action set, the frames an episode may last) as given, the id's own for
+    the rest, and no frame skip (:func:`as_the_vector_env_sees_it` skips). The vector env's options of its
+    preprocessing must be its defaults, which the wrapper reproduces: others are a ValueError."""
+    game_options = inspect.signature(AtariEnv).parameters
+    vector_defaults = {
+        name: parameter.default for name, parameter in inspect.signature(AtariVectorEnv).parameters.items()
+    }
+    unmatched = {
+        name: value
+        for name, value in vector_kwargs.items()
+        if name not in game_options and name not in BATCHING_OPTIONS and value != vector_defaults.get(name, value)
+    }
+    if unmatched:
+        raise ValueError(
+            f"a single game cannot show what the Atari vector env made with {unmatched} shows (its preprocessing "
+            "options other than their defaults): render or evaluate with the run's defaults"
+        )
+    return {name: value for name, value in vector_kwargs.items() if name in game_options} | {"frameskip": 1}
+
+
 def as_the_vector_env_sees_it(env: gym.Env) -> gym.Env:
-    """``env`` (an ``ALE/`` game made with :data:`SINGLE_ENV_KWARGS`) with the vector env's preprocessing."""
+    """``env`` (an ``ALE/`` game made with :func:`single_env_kwargs`) with the vector env's preprocessing."""
     return FrameStackObservation(AtariFrames(env), stack_size=4)

@@ -166,9 +166,9 @@ class EnvSource:
             return env if batch_size is None else BatchedSendRecv(env)
         wrappers = []
         if vectorization == VECTOR_ENTRY_POINT and env_namespace(self.id) == "ALE":
-            from vecfast.envs.atari import SINGLE_ENV_KWARGS, as_the_vector_env_sees_it
+            from vecfast.envs.atari import as_the_vector_env_sees_it, single_env_kwargs
 
-            kwargs, wrappers = dict(SINGLE_ENV_KWARGS), [as_the_vector_env_sees_it]  # to render what it trained on
+            kwargs, wrappers = single_env_kwargs(kwargs), [as_the_vector_env_sees_it]  # to render what it trained on
         vector_kwargs: dict[str, Any] = {"start_timeout": start_timeout}
         if restart_failed_workers:
             vector_kwargs["restart_failed_workers"] = True
