@@ -155,6 +155,22 @@ def test_resume_continues_counters_optimizer_and_normalisation(algo: str, tmp_pa
     assert final["model"][norm] > saved["model"][norm]  # normalisation statistics kept accumulating
 
 
+@pytest.mark.parametrize("algo", ["appo", "ppo"])
+def test_a_resumed_run_reports_the_episodes_before_it_until_new_ones_replace_them(algo: str, tmp_path: Path) -> None:
+    """A resumed run's window of episodes started empty: its first records had no mean return, then the mean of the
+    first few episodes after the resume, and ``best.pt`` could be taken on one lucky episode. MountainCar's
+    episodes (200 steps, -200 without reaching the flag) end at 400 env steps here, none in the resumed iteration."""
+    settings = {"num_workers": 1, "num_envs_per_worker": 2, "rollout": 32, "batch_size": 64}
+    train("MountainCar-v0", algo=algo, total_env_steps=448, run_dir=tmp_path, seed=0, **settings)
+    saved = load_checkpoint(tmp_path)["metrics"]
+    assert saved["episodes"] >= 2 and saved["mean_episode_return"] == -200.0
+    train("MountainCar-v0", algo=algo, total_env_steps=saved["env_steps"] + 64, run_dir=tmp_path, resume=True)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    after = next(m for m in lines if m["env_steps"] > saved["env_steps"])
+    assert after.get("mean_episode_return") == -200.0 and after.get("mean_episode_length") == 200.0
+    assert after["episodes"] == saved["episodes"]  # counted once: the loop carries the count
+
+
 def test_env_kwargs_and_num_envs_make_the_env_and_a_resume_makes_it_again(tmp_path: Path) -> None:
     """train(env_id, env_kwargs=...) makes the env with them, stores them, and resume and evaluate make the same
     env; num_envs is the envs in all, split over the workers."""

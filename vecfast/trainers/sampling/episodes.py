@@ -207,6 +207,23 @@ class EpisodeTracker:
             for key, value in episode.metrics.items():
                 self.metrics.setdefault(key, deque(maxlen=self.window)).append(value)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The window of finished episodes (plain data), for a checkpoint: a resumed run's statistics and its
+        best-so-far judgement go on from the episodes before it rather than from the first few after it."""
+        with self._lock:
+            return {
+                "returns": list(self.returns),
+                "lengths": list(self.lengths),
+                "metrics": {key: list(values) for key, values in self.metrics.items()},
+            }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The window of :meth:`state_dict` (the count of episodes is the run loop's, which carries it)."""
+        with self._lock:
+            self.returns = deque(state["returns"], maxlen=self.window)
+            self.lengths = deque(state["lengths"], maxlen=self.window)
+            self.metrics = {key: deque(values, maxlen=self.window) for key, values in state["metrics"].items()}
+
     def summary(self) -> EpisodeStats:
         """Episodes so far and the window's means; in a distributed run, of every rank's envs together."""
         with self._lock:

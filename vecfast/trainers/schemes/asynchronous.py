@@ -207,14 +207,10 @@ class AsyncTrainer:
             )
 
     def state_dict(self) -> dict[str, Any]:
-        return scheme_state(
-            self.learners, self.batches.episodes_started, self.plan, self.batches.env_steps, self.progress
-        )
+        return scheme_state(self.learners, self.batches, self.plan, self.batches.env_steps, self.progress)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.batches.env_steps = load_scheme_state(
-            self.learners, self.batches.episodes_started, self.plan, self.progress, state
-        )
+        self.batches.env_steps = load_scheme_state(self.learners, self.batches, self.plan, self.progress, state)
         for p, agent in enumerate(self.learners.agents):
             self.batches.publish(agent.model.state_dict(), agent.algorithm.version, p)
 

@@ -187,12 +187,10 @@ class SyncTrainer:
         return received.rows(self._complete(received)) if self.in_turns else received
 
     def state_dict(self) -> dict[str, Any]:
-        return scheme_state(self.learners, self.sampler.episodes_started, self.plan, self.env_steps, self.progress)
+        return scheme_state(self.learners, self.sampler, self.plan, self.env_steps, self.progress)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.env_steps = load_scheme_state(
-            self.learners, self.sampler.episodes_started, self.plan, self.progress, state
-        )
+        self.env_steps = load_scheme_state(self.learners, self.sampler, self.plan, self.progress, state)
 
     def close(self) -> None:
         """Nothing to stop: everything runs in the caller's thread."""
