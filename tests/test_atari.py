@@ -19,6 +19,8 @@ from vecfast.trainers.run.defaults import ATARI_PRESET
 from vecfast.vector.batched_send_recv import BatchedSendRecv
 
 STEPS = 30
+# the single games these tests compare step for step: without sticky actions
+NO_STICKY_ACTIONS = {"repeat_action_probability": 0.0}
 
 
 def action(env: int, t: int) -> int:
@@ -95,10 +97,10 @@ def test_atari_frames_are_gymnasiums_atari_preprocessing_without_opencv(game: st
     import gymnasium as gym
     from gymnasium.wrappers import AtariPreprocessing
 
-    from vecfast.envs.atari import SINGLE_ENV_KWARGS, AtariFrames
+    from vecfast.envs.atari import AtariFrames, single_env_kwargs
 
-    ours = AtariFrames(gym.make(game, **SINGLE_ENV_KWARGS))
-    reference = AtariPreprocessing(gym.make(game, **SINGLE_ENV_KWARGS), noop_max=30, screen_size=84)
+    ours = AtariFrames(gym.make(game, **single_env_kwargs(NO_STICKY_ACTIONS)))
+    reference = AtariPreprocessing(gym.make(game, **single_env_kwargs(NO_STICKY_ACTIONS)), noop_max=30, screen_size=84)
     assert ours.observation_space == reference.observation_space
     rng = np.random.default_rng(0)
     for episode in range(2):
@@ -170,10 +172,12 @@ def test_ales_frame_counters_and_lives_are_not_an_episodes_metrics():
     import gymnasium as gym
     from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-    from vecfast.envs.atari import SINGLE_ENV_KWARGS, as_the_vector_env_sees_it
+    from vecfast.envs.atari import as_the_vector_env_sees_it, single_env_kwargs
     from vecfast.trainers.sampling.episodes import episode_metrics
 
-    env = SyncVectorEnv([lambda: as_the_vector_env_sees_it(gym.make("ALE/Breakout-v5", **SINGLE_ENV_KWARGS))])
+    env = SyncVectorEnv(
+        [lambda: as_the_vector_env_sees_it(gym.make("ALE/Breakout-v5", **single_env_kwargs(NO_STICKY_ACTIONS)))]
+    )
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     for _ in range(5000):

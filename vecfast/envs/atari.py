@@ -25,9 +25,6 @@ from vecfast.envs.area_resize import AreaResize
 # workers before they make their games)
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
-# keyword arguments of the single env under the preprocessing (which skips the frames itself); tests compare
-# single envs step for step, so without sticky actions
-SINGLE_ENV_KWARGS = {"frameskip": 1, "repeat_action_probability": 0.0}
 # the vector env's options of its batching alone, which one game does without
 BATCHING_OPTIONS = {"batch_size", "num_threads", "thread_affinity_offset", "autoreset_mode"}
 SCREEN = 84
