@@ -114,11 +114,14 @@ POINTNAV_PRESET: dict[str, Any] = {
 # Atari (ale-py's ALE/ ids, stepped by its AtariVectorEnv: 84x84 gray frames stacked 4, frame skip 4, noop
 # starts, rewards clipped to [-1, 1]): CleanRL's ppo_atari settings (Huang et al. 2022, "The 37 implementation
 # details of PPO"), which Sample Factory's Atari examples share in the essentials: the Nature CNN (32 8x8/4, 64
-# 4x4/2, 64 3x3/1, a 512 ReLU layer), no recurrence, 8 envs of 128 steps in 4 minibatches, 4 epochs, 2.5e-4
-# annealed to 0, clip 0.1, entropy 0.01, gradient norm 0.5; pixels scaled to [0, 1] only and returns unscaled, as
-# there. Minibatches of steps shuffled across the batch's trajectories and GAE, not V-trace, for APPO's lag (CleanRL's
-# and Sample Factory's Atari choices): on Pong, 2 seeds, they reached at 3M frames what minibatches of whole
-# trajectories with V-trace had not at 5M (issue 45, docs/benchmarks).
+# 4x4/2, 64 3x3/1, a 512 ReLU layer), no recurrence, 8 envs of 128 steps in 4 minibatches, 4 epochs, 2.5e-4, clip
+# 0.1, entropy 0.01, gradient norm 0.5; pixels scaled to [0, 1] only and returns unscaled, as there. Minibatches of
+# steps shuffled across the batch's trajectories and GAE, not V-trace, for APPO's lag (CleanRL's and Sample Factory's
+# Atari choices): on Pong, 2 seeds, they reached at 3M frames what minibatches of whole trajectories with V-trace had
+# not at 5M (issue 45, docs/benchmarks). The rate stays constant (Sample Factory's Atari choice), not annealed to 0
+# as CleanRL's over 40M frames: a run bounded by an hour gets 6-8M frames here, and annealing spent its last third at
+# a rate too small for a policy far from converged. Pong at 59 min, constant against annealed: seed 1 -0.2 / -5.3,
+# seed 2 +6.7 / -16.4; at 6M frames -2.4 / -7.5 and -6.5 / -16.5 (issue 45, docs/benchmarks).
 ATARI_PRESET: dict[str, Any] = {
     "num_workers": 2,
     "num_envs_per_worker": 4,
@@ -133,7 +136,7 @@ ATARI_PRESET: dict[str, Any] = {
     "normalize_input": False,
     "normalize_returns": False,
     "learning_rate": 2.5e-4,
-    "lr_schedule": "linear_decay",
+    "lr_schedule": "constant",
     "ppo_clip_ratio": 0.1,
     "exploration_loss_coeff": 0.01,
     "value_loss_coeff": 0.5,
